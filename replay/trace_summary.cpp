@@ -1,0 +1,126 @@
+#include "replay/trace_summary.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <vector>
+
+namespace bb::replay {
+namespace {
+
+struct OpTotals {
+  std::string op;
+  uint64_t calls = 0, top_level = 0, leaf = 0;
+  size_t signatures = 0;
+};
+
+std::vector<OpTotals> totals_by_op(const trace::Trace& t) {
+  std::map<std::string, OpTotals> by;
+  for (const auto& e : t.ops) {
+    OpTotals& o = by[e.op];
+    o.op = e.op;
+    o.calls += e.count;
+    o.top_level += e.top_level();
+    o.leaf += e.leaf();
+    o.signatures += 1;
+  }
+  std::vector<OpTotals> v;
+  for (auto& [_, o] : by) v.push_back(o);
+  std::stable_sort(v.begin(), v.end(), [](const OpTotals& a, const OpTotals& b) { return a.calls > b.calls; });
+  return v;
+}
+
+std::string ints_text(const std::vector<int64_t>& v);
+
+std::string shape_text(const trace::TensorMeta& m) {
+  std::string s = m.dtype + ints_text(m.shape);
+  return m.device == "cpu" ? s : s + "@" + m.device;
+}
+
+std::string ints_text(const std::vector<int64_t>& v) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t k = 0; k < v.size(); ++k) s << (k ? "," : "") << v[k];
+  s << "]";
+  return s.str();
+}
+
+// One argument, compactly: tensors as dtype[shape], lists and scalars as values; "" to leave out.
+std::string arg_text(const trace::ArgValue& a) {
+  using trace::ArgKind;
+  switch (a.kind) {
+    case ArgKind::Tensor: return shape_text(*a.tensors[0]);
+    case ArgKind::IntList: return ints_text(a.ints);
+    case ArgKind::Int: return std::to_string(a.i);
+    case ArgKind::Bool: return a.b ? "True" : "False";
+    case ArgKind::Float: {
+      std::ostringstream s;
+      s << a.f;
+      return s.str();
+    }
+    case ArgKind::ScalarType: return a.text;
+    case ArgKind::TensorList:
+    case ArgKind::OptTensorList: return "[" + std::to_string(a.tensors.size()) + " tensors]";
+    default: return "";
+  }
+}
+
+std::string args_text(const trace::TraceEntry& e) {
+  std::ostringstream s;
+  bool first = true;
+  for (const auto& a : e.args) {
+    std::string text = arg_text(a);
+    if (text.empty()) continue;
+    s << (first ? "" : ", ") << text;
+    first = false;
+  }
+  return s.str();
+}
+
+void print_header(const trace::Trace& t, const std::string& source, std::ostream& out) {
+  const auto& m = t.meta;
+  out << "trace " << source << "\n";
+  out << "  torch " << m.torch << ", pid " << m.pid;
+  if (m.rank) out << ", rank " << *m.rank;
+  out << ", status " << m.status << ", written " << m.updated << "\n";
+  if (!m.argv.empty()) {
+    out << "  command:";
+    for (const auto& a : m.argv) out << " " << a;
+    out << "\n";
+  }
+  out << "  devices: cpu";
+  for (const auto& d : m.devices) out << ", " << d.device << (d.name.empty() ? "" : " (" + d.name + ")");
+  out << "\n";
+}
+
+}  // namespace
+
+void print_summary(const trace::Trace& t, const std::string& source, const SummaryOptions& options,
+                   std::ostream& out) {
+  print_header(t, source, out);
+  auto ops = totals_by_op(t);
+  uint64_t calls = 0;
+  for (const auto& o : ops) calls += o.calls;
+  out << "  " << calls << " calls, " << t.ops.size() << " signatures, " << ops.size() << " ops";
+  if (t.meta.untraced_calls) out << ", " << t.meta.untraced_calls << " calls past the signature limit";
+  out << "\n\n";
+  out << "top ops by calls (top-level: not called from another op; leaf: called no other op)\n";
+  out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls"
+      << std::setw(7) << "sigs" << std::setw(11) << "top-level" << std::setw(10) << "leaf" << "\n";
+  for (size_t k = 0; k < ops.size() && k < options.top; ++k) {
+    const auto& o = ops[k];
+    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls
+        << std::setw(7) << o.signatures << std::setw(11) << o.top_level << std::setw(10) << o.leaf << "\n";
+  }
+  if (ops.size() > options.top) out << "  ... " << ops.size() - options.top << " more ops\n";
+  if (options.signatures == 0) return;
+  std::vector<const trace::TraceEntry*> sigs;
+  for (const auto& e : t.ops) sigs.push_back(&e);
+  std::stable_sort(sigs.begin(), sigs.end(), [](auto* a, auto* b) { return a->count > b->count; });
+  out << "\ntop signatures by calls\n";
+  for (size_t k = 0; k < sigs.size() && k < options.signatures; ++k)
+    out << "  " << std::setw(8) << sigs[k]->count << "  " << sigs[k]->op << "(" << args_text(*sigs[k]) << ")\n";
+}
+
+}  // namespace bb::replay

@@ -1,0 +1,18 @@
+// A human summary of a trace: what ran, how often, with how many distinct signatures.
+#pragma once
+
+#include <ostream>
+
+#include "tracer/trace_model.h"
+
+namespace bb::replay {
+
+struct SummaryOptions {
+  size_t top = 20;            // ops listed, by calls
+  size_t signatures = 0;      // also list this many signatures, by calls
+};
+
+void print_summary(const trace::Trace& trace, const std::string& source, const SummaryOptions& options,
+                   std::ostream& out);
+
+}  // namespace bb::replay

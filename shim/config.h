@@ -1,0 +1,28 @@
+// The preload's settings, from BB_* environment variables (docs: README, "Configuration").
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tracer/log.h"
+
+namespace bb::shim {
+
+struct Config {
+  bool disabled = false;         // BB_DISABLE=1
+  bool trace = true;             // BB_TRACE=off turns tracing off
+  std::string trace_path;        // BB_TRACE=path ("" = default name); %p pid, %r rank
+  log::Level log_level = log::Level::Warn;  // BB_LOG
+  double flush_seconds = 10.0;   // BB_FLUSH_SECONDS: periodic rewrite; 0 = only at exit/signal
+  size_t max_signatures = 100000;  // BB_MAX_SIGNATURES
+  bool int_ranges = true;        // BB_INT_RANGES=0 turns value-range sampling off
+
+  std::vector<std::string> problems;  // invalid values that fell back to defaults
+};
+
+using Getenv = std::function<const char*(const char*)>;
+Config config_from_env(const Getenv& getenv);
+
+}  // namespace bb::shim

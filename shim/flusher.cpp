@@ -1,0 +1,151 @@
+#include "shim/flusher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "tracer/log.h"
+
+namespace bb::shim {
+namespace {
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kMaxSignal = 65;
+
+constexpr int kAckTimeoutMs = 3000;
+
+int g_pipe[2] = {-1, -1};  // handler -> flusher: signal numbers
+int g_ack[2] = {-1, -1};   // flusher -> handler: "written"
+
+WriteFn* g_write = nullptr;  // never freed: the thread outlives static destruction
+double g_interval = 0;
+struct sigaction g_previous[kMaxSignal];
+std::atomic<bool> g_installed[kMaxSignal];
+std::atomic<bool> g_pending[kMaxSignal];
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal";
+  }
+}
+
+bool kills_by_default(const struct sigaction& sa) {
+  return !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL;
+}
+
+// Dies of `sig` the way the process would have without us.
+void die_of(int sig) {
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::kill(::getpid(), sig);
+}
+
+void chain(int sig, siginfo_t* info, void* context) {
+  const struct sigaction& prev = g_previous[sig];
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
+    prev.sa_handler(sig);
+  }
+}
+
+// Asks the flusher for a write and waits (bounded) until it is on disk. Only async-signal-safe calls.
+void write_and_wait(int sig) {
+  unsigned char byte;
+  while (::read(g_ack[0], &byte, 1) == 1) {}  // drop stale acks
+  byte = static_cast<unsigned char>(sig);
+  if (::write(g_pipe[1], &byte, 1) != 1) return;
+  pollfd p{g_ack[0], POLLIN, 0};
+  if (::poll(&p, 1, kAckTimeoutMs) == 1) {
+    ssize_t ignored = ::read(g_ack[0], &byte, 1);
+    (void)ignored;
+  }
+}
+
+// Runs on the thread the signal interrupted: the program does not go on (nor die, nor see the signal
+// in its own handler) until the trace is written, or kAckTimeoutMs passed.
+void on_signal(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  const bool again = g_pending[sig].exchange(true);
+  if (!again && g_pipe[1] >= 0) write_and_wait(sig);
+  if (kills_by_default(g_previous[sig])) die_of(sig);
+  chain(sig, info, context);
+  g_pending[sig].store(false);
+  errno = saved_errno;
+}
+
+void handle_signal_request(int sig) {
+  (*g_write)(std::string("signal ") + signal_name(sig), kills_by_default(g_previous[sig]));
+  unsigned char byte = 1;
+  ssize_t ignored = ::write(g_ack[1], &byte, 1);
+  (void)ignored;
+}
+
+void* flusher_main(void*) {
+  const int timeout_ms = g_interval > 0 ? static_cast<int>(g_interval * 1000) : -1;
+  for (;;) {
+    pollfd p{g_pipe[0], POLLIN, 0};
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return nullptr;
+    }
+    if (r == 0) {
+      (*g_write)("running", false);
+      continue;
+    }
+    unsigned char sig = 0;
+    if (::read(g_pipe[0], &sig, 1) == 1 && sig < kMaxSignal) handle_signal_request(sig);
+  }
+}
+
+}  // namespace
+
+bool start_flusher(WriteFn write, double interval_s) {
+  // Writers never block; the flusher blocks in poll, the handler polls with a timeout.
+  if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || ::pipe2(g_ack, O_CLOEXEC | O_NONBLOCK) != 0)
+    return false;
+  g_write = new WriteFn(std::move(write));
+  g_interval = interval_s;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything
+  pthread_t thread;
+  int rc = pthread_create(&thread, nullptr, &flusher_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) return false;
+  pthread_detach(thread);
+  pthread_setname_np(thread, "bbshim-flush");
+  return true;
+}
+
+void install_signal_handlers() {
+  for (int sig : kSignals) {
+    struct sigaction sa{};
+    sa.sa_sigaction = &on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(sig, nullptr, &g_previous[sig]) != 0) continue;
+    if (!(g_previous[sig].sa_flags & SA_SIGINFO) && g_previous[sig].sa_handler == SIG_IGN) continue;
+    if (::sigaction(sig, &sa, nullptr) == 0) g_installed[sig] = true;
+  }
+}
+
+void restore_signal_handlers() {
+  for (int sig : kSignals) {
+    if (g_installed[sig].exchange(false)) ::sigaction(sig, &g_previous[sig], nullptr);
+  }
+}
+
+}  // namespace bb::shim

@@ -1,0 +1,25 @@
+// A background thread that rewrites the trace periodically and when a terminating signal arrives,
+// so a program that is killed still leaves a valid trace.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace bb::shim {
+
+// `write(status, final)` as TraceWriter::write.
+using WriteFn = std::function<void(const std::string& status, bool final)>;
+
+// Starts the thread (all signals blocked in it). interval_s == 0: no periodic writes.
+bool start_flusher(WriteFn write, double interval_s);
+
+// SIGINT, SIGTERM, SIGHUP: the handler has the flusher thread write the trace and waits for it (at
+// most 3 s), then does what would have happened without us: calls the program's own handler
+// (Python's SIGINT), or lets the signal kill the process with its usual exit status. A second signal
+// of the same kind while the write is under way skips the wait.
+void install_signal_handlers();
+
+// In a forked child: give the signals back to whatever handled them before.
+void restore_signal_handlers();
+
+}  // namespace bb::shim

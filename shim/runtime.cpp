@@ -1,0 +1,100 @@
+// libbbshim_runtime.so: the torch-facing second stage. The bootstrap loads it once libtorch is in the
+// process and calls bbshim_runtime_start().
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+
+#include "shim/boot_info.h"
+#include "shim/config.h"
+#include "shim/flusher.h"
+#include "shim/output_path.h"
+#include "shim/trace_writer.h"
+#include "tracer/cuda_support.h"
+#include "tracer/log.h"
+#include "tracer/observer.h"
+
+namespace bb::shim {
+namespace {
+
+std::atomic<TraceWriter*> g_writer{nullptr};
+pid_t g_owner_pid = 0;
+
+void at_exit() {
+  if (::getpid() != g_owner_pid) return;  // a forked child never writes its parent's file
+  if (TraceWriter* w = g_writer.load()) w->write("exited", true);
+}
+
+void in_forked_child() {
+  g_writer.store(nullptr);
+  tracer::reset_after_fork(/*keep_tracing=*/false);
+  restore_signal_handlers();
+}
+
+std::string current_dir() {
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string(".");
+}
+
+// The folder must exist and be writable now; otherwise say so once and do not trace at all.
+bool check_writable(const std::string& path) {
+  std::string dir = path.substr(0, path.rfind('/'));
+  if (dir.empty()) dir = "/";
+  if (::access(dir.c_str(), W_OK) == 0) return true;
+  log::warn("cannot write the trace to " + path + ": " + std::strerror(errno) +
+            "; tracing is off for this process (set BB_TRACE to a writable path)");
+  return false;
+}
+
+int start(const bb_boot_info& boot) {
+  Config cfg = config_from_env([](const char* n) { return std::getenv(n); });
+  log::set_level(cfg.log_level);
+  for (const auto& p : cfg.problems) log::warn(p);
+  if (cfg.disabled || !cfg.trace) return 1;
+
+  RunInfo run = current_run_info(boot.torch_version);
+  std::string path = planned_trace_path(cfg.trace_path, run.id, current_dir());
+  if (!check_writable(path)) return 1;
+  static PathClaim claim;  // held for the life of the process
+  std::string note;
+  path = claim_trace_path(path, run.id.pid, claim, &note);
+  if (!note.empty()) log::warn(note);
+
+  tracer::TracerOptions options;
+  options.max_signatures = cfg.max_signatures;
+  options.int_ranges = cfg.int_ranges;
+  tracer::TraceStore* store = tracer::start_tracing(options);
+  tracer::install_cuda_support();
+
+  g_owner_pid = ::getpid();
+  auto* writer = new TraceWriter(store, path, std::move(run));  // never freed: used at exit
+  g_writer.store(writer);
+  std::atexit(&at_exit);
+  pthread_atfork(nullptr, nullptr, &in_forked_child);
+  if (!start_flusher([writer](const std::string& s, bool f) { writer->write(s, f); }, cfg.flush_seconds))
+    log::warn("cannot start the background writer; the trace is written at exit only");
+  install_signal_handlers();
+  log::info("tracing torch " + std::string(boot.torch_version) + " ops to " + path);
+  return 0;
+}
+
+}  // namespace
+}  // namespace bb::shim
+
+extern "C" __attribute__((visibility("default"))) int bbshim_runtime_start(const bb_boot_info* boot) {
+  static std::atomic<bool> started{false};
+  if (!boot || boot->abi != BB_BOOT_ABI || started.exchange(true)) return 1;
+  try {
+    return bb::shim::start(*boot);
+  } catch (const std::exception& e) {
+    bb::log::warn(std::string("the runtime failed to start: ") + e.what() + "; the program continues untraced");
+  } catch (...) {
+    bb::log::warn("the runtime failed to start; the program continues untraced");
+  }
+  return 1;
+}

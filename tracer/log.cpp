@@ -1,0 +1,57 @@
+#include "tracer/log.h"
+
+#include <unistd.h>
+
+#include <boost/stacktrace.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+namespace bb::log {
+namespace {
+std::atomic<int> g_level{static_cast<int>(Level::Warn)};
+}
+
+void set_level(Level l) { g_level.store(static_cast<int>(l), std::memory_order_relaxed); }
+Level level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
+
+Level parse_level(const char* text) {
+  if (!text || !*text) return Level::Warn;
+  if (!std::strcmp(text, "off") || !std::strcmp(text, "0") || !std::strcmp(text, "quiet")) return Level::Off;
+  if (!std::strcmp(text, "info") || !std::strcmp(text, "2")) return Level::Info;
+  if (!std::strcmp(text, "debug") || !std::strcmp(text, "3")) return Level::Debug;
+  return Level::Warn;
+}
+
+bool enabled(Level l) { return static_cast<int>(l) <= g_level.load(std::memory_order_relaxed); }
+
+void write(Level l, const std::string& message) {
+  if (!enabled(l)) return;
+  std::string line = "[bbshim] " + message + "\n";
+  const char* p = line.data();
+  size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stderr closed or full: drop the message, never block or fail the program
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+std::string stacktrace() { return boost::stacktrace::to_string(boost::stacktrace::stacktrace()); }
+
+void warn_once(const std::string& key, const std::string& message) {
+  static std::mutex mu;
+  static std::set<std::string>* seen = new std::set<std::string>();  // never destroyed: used at exit
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!seen->insert(key).second) return;
+  }
+  warn(message);
+}
+
+}  // namespace bb::log

@@ -1,0 +1,10 @@
+#include "tracer/cuda_support.h"
+
+namespace bb::tracer {
+
+void install_cuda_support() {}
+std::string device_name(const std::string&) { return ""; }
+void collect_device_ranges(bool) {}
+unsigned long dropped_device_ranges() { return 0; }
+
+}  // namespace bb::tracer

@@ -1,0 +1,225 @@
+#include "tracer/observer.h"
+
+#include <ATen/record_function.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+
+#include "tracer/log.h"
+
+namespace bb::tracer {
+namespace {
+
+constexpr size_t kMaxFrames = 256;
+constexpr size_t kOpCacheSize = 512;  // power of two
+
+std::atomic<TraceStore*> g_store{nullptr};
+std::atomic<uint32_t> g_generation{1};
+std::atomic<DeviceRangeProbe> g_probe{nullptr};
+std::atomic<uint64_t> g_errors{0};
+TracerOptions g_options;
+
+struct Frame {
+  const at::RecordFunction* fn;
+  Slot* slot;       // null for untraced calls and for records that are not ops
+  int prev_op;      // innermost op frame when this one was pushed, -1 if none
+  bool had_child;   // an op ran inside this one
+};
+
+struct OpCacheEntry {
+  const char* name = nullptr;
+  const char* overload = nullptr;
+  const OpInfo* op = nullptr;
+};
+
+struct ThreadState {
+  ThreadState(TraceStore* s, uint32_t g) : store(s), generation(g) {}
+  TraceStore* store;
+  uint32_t generation;
+  SignatureTable table;
+  KeyWords key;
+  std::array<Frame, kMaxFrames> frames;
+  size_t depth = 0;
+  size_t overflow = 0;  // calls nested deeper than kMaxFrames
+  int cur_op = -1;
+  std::array<OpCacheEntry, kOpCacheSize> ops{};
+};
+
+thread_local ThreadState* t_state = nullptr;
+thread_local bool t_finished = false;
+
+// Owns the thread's state; its destructor folds the counts into the store when the thread ends.
+struct ThreadStateOwner {
+  ThreadState* state = nullptr;
+  ~ThreadStateOwner() {
+    t_finished = true;
+    t_state = nullptr;
+    if (!state) return;
+    if (state->generation == g_generation.load()) state->store->detach(&state->table);
+    delete state;
+  }
+};
+thread_local ThreadStateOwner t_owner;
+
+ThreadState* make_state() {
+  if (t_finished) return nullptr;
+  TraceStore* store = g_store.load(std::memory_order_acquire);
+  if (!store) return nullptr;
+  // A state from before a fork belongs to the parent's store: drop it without touching that store.
+  delete t_owner.state;
+  auto* s = new ThreadState(store, g_generation.load());
+  store->attach(&s->table);
+  t_owner.state = s;
+  t_state = s;
+  return s;
+}
+
+inline ThreadState* state_for_thread() {
+  ThreadState* s = t_state;
+  if (C10_LIKELY(s && s->generation == g_generation.load(std::memory_order_relaxed))) return s;
+  return make_state();
+}
+
+const OpInfo* lookup_op(ThreadState& s, const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  const char* overload = fn.overload_name();
+  OpCacheEntry& e = s.ops[(reinterpret_cast<uintptr_t>(name) >> 4) & (kOpCacheSize - 1)];
+  if (e.name == name && e.overload == overload && e.op->schema_name == name) return e.op;
+  const OpInfo* op = s.store->intern_op(fn);
+  if (op) e = {name, overload, op};
+  return op;
+}
+
+const at::Tensor* tensor_at(c10::ArrayRef<const c10::IValue> inputs, RangeTarget where) {
+  if (where.arg >= inputs.size()) return nullptr;
+  const c10::IValue& v = inputs[where.arg];
+  if (v.isTensor()) return &v.toTensor();
+  if (v.isList()) {  // Tensor[] and Tensor?[] are both lists of IValues underneath
+    auto list = v.toListRef();
+    if (where.elem < list.size() && list[where.elem].isTensor()) return &list[where.elem].toTensor();
+  }
+  return nullptr;
+}
+
+void sample_ranges(ThreadState& s, const Slot& slot, c10::ArrayRef<const c10::IValue> inputs) {
+  for (RangeTarget where : slot.ranges) {
+    const at::Tensor* t = tensor_at(inputs, where);
+    if (!t) continue;
+    if (t->is_cpu()) {
+      if (auto r = cpu_int_range(*t)) s.store->merge_range(slot.sig, where, *r);
+    } else if (DeviceRangeProbe probe = g_probe.load(std::memory_order_relaxed)) {
+      probe(s.store, slot.sig, where, *t);
+    }
+  }
+}
+
+Slot* find_or_add(ThreadState& s, const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
+  s.key.clear();
+  s.key.push_back(op.id);
+  for (const auto& v : inputs) encode_key(v, s.key);
+  const uint64_t h = hash_key(s.key.data(), s.key.size());
+  if (Slot* slot = s.table.find(s.key, h)) return slot;
+  auto interned = s.store->intern_signature(s.key, op, inputs);
+  if (!interned) return nullptr;
+  return s.table.insert(s.key, h, interned->sig, std::move(interned->ranges));
+}
+
+void enter(ThreadState& s, const at::RecordFunction& fn) {
+  if (s.depth == kMaxFrames) {
+    ++s.overflow;
+    return;
+  }
+  const int index = static_cast<int>(s.depth++);
+  Frame& f = s.frames[index];
+  f = Frame{&fn, nullptr, s.cur_op, false};
+  const OpInfo* op = lookup_op(s, fn);
+  if (!op) return;
+  const bool nested = s.cur_op >= 0;
+  if (nested) s.frames[s.cur_op].had_child = true;
+  s.cur_op = index;
+
+  auto inputs = fn.inputs();
+  if (inputs.size() > op->nargs()) inputs = inputs.slice(inputs.size() - op->nargs());
+  Slot* slot = find_or_add(s, *op, inputs);
+  if (!slot) {
+    s.store->add_untraced();
+    return;
+  }
+  f.slot = slot;
+  const uint64_t n = bump(slot->counters.count);
+  if (nested) bump(slot->counters.nested);
+  if (!slot->ranges.empty() && g_options.int_ranges && (n & (n - 1)) == 0) sample_ranges(s, *slot, inputs);
+}
+
+void leave(ThreadState& s, const at::RecordFunction& fn) {
+  if (s.overflow) {
+    --s.overflow;
+    return;
+  }
+  // Normally the top frame; tolerate a record that ends out of order by unwinding to it.
+  size_t i = s.depth;
+  while (i > 0 && s.frames[i - 1].fn != &fn) --i;
+  if (i == 0) return;
+  const Frame& f = s.frames[i - 1];
+  if (f.slot && f.had_child) bump(f.slot->counters.with_children);
+  s.cur_op = f.prev_op;
+  s.depth = i - 1;
+}
+
+void report(const char* where) {
+  g_errors.fetch_add(1, std::memory_order_relaxed);
+  log::warn_once(std::string("tracer:") + where,
+                 std::string("internal error in the tracer (") + where +
+                     "); the call was not recorded and the program continues");
+  if (log::enabled(log::Level::Debug)) log::debug(std::string("internal error at:\n") + log::stacktrace());
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  ThreadState* s = state_for_thread();
+  if (!s) return nullptr;
+  try {
+    enter(*s, fn);
+  } catch (...) {
+    report("op start");
+  }
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  ThreadState* s = t_state;
+  if (!s || s->generation != g_generation.load(std::memory_order_relaxed)) return;
+  try {
+    leave(*s, fn);
+  } catch (...) {
+    report("op end");
+  }
+}
+
+}  // namespace
+
+TraceStore* start_tracing(const TracerOptions& options) {
+  static std::atomic<bool> registered{false};
+  g_options = options;
+  auto* store = new TraceStore(options.max_signatures);  // never freed: threads may use it at exit
+  g_store.store(store, std::memory_order_release);
+  if (!registered.exchange(true)) {
+    at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                              .needsInputs(true)
+                              .scopes({at::RecordScope::FUNCTION}));
+  }
+  return store;
+}
+
+TraceStore* current_store() { return g_store.load(std::memory_order_acquire); }
+
+void reset_after_fork(bool keep_tracing) {
+  g_store.store(keep_tracing ? new TraceStore(g_options.max_signatures) : nullptr);
+  g_generation.fetch_add(1);
+}
+
+void set_device_range_probe(DeviceRangeProbe probe) { g_probe.store(probe); }
+
+uint64_t internal_errors() { return g_errors.load(std::memory_order_relaxed); }
+
+}  // namespace bb::tracer

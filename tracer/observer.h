@@ -1,0 +1,33 @@
+// Hooks every ATen op call (all threads, forward and backward) through a global RecordFunction
+// callback and counts it under its exact signature in a TraceStore.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+
+#include "tracer/trace_store.h"
+
+namespace bb::tracer {
+
+struct TracerOptions {
+  size_t max_signatures = 100000;  // distinct signatures kept; later new ones are only counted
+  bool int_ranges = true;          // record value ranges of integer tensor inputs
+};
+
+// Samples the value range of an integer tensor that is not on the CPU, without synchronizing.
+using DeviceRangeProbe = void (*)(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor& t);
+
+// Registers the callback (once per process) and starts counting into a new store.
+TraceStore* start_tracing(const TracerOptions& options);
+TraceStore* current_store();
+
+// For a forked child: forget the parent's store; with keep_tracing, count into a fresh one.
+void reset_after_fork(bool keep_tracing);
+
+void set_device_range_probe(DeviceRangeProbe probe);
+
+// Internal errors caught inside the callbacks (each is also reported once on stderr).
+uint64_t internal_errors();
+
+}  // namespace bb::tracer

@@ -1,0 +1,89 @@
+#include "tracer/trace_model.h"
+
+#include <array>
+#include <cmath>
+
+namespace bb::trace {
+namespace {
+
+constexpr std::array<std::pair<ArgKind, const char*>, 19> kKindNames{{
+    {ArgKind::None, "none"},
+    {ArgKind::Tensor, "tensor"},
+    {ArgKind::Int, "int"},
+    {ArgKind::Float, "float"},
+    {ArgKind::Bool, "bool"},
+    {ArgKind::Complex, "complex"},
+    {ArgKind::String, "str"},
+    {ArgKind::IntList, "int_list"},
+    {ArgKind::FloatList, "float_list"},
+    {ArgKind::BoolList, "bool_list"},
+    {ArgKind::TensorList, "tensor_list"},
+    {ArgKind::OptTensorList, "optional_tensor_list"},
+    {ArgKind::ScalarType, "dtype"},
+    {ArgKind::Layout, "layout"},
+    {ArgKind::Device, "device"},
+    {ArgKind::MemoryFormat, "memory_format"},
+    {ArgKind::Generator, "generator"},
+    {ArgKind::Symbolic, "symbolic"},
+    {ArgKind::Other, "other"},
+}};
+
+// Floats compare bitwise-equal or both NaN: a trace round-trips exactly.
+bool same_float(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+bool same_floats(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (!same_float(a[k], b[k])) return false;
+  return true;
+}
+
+}  // namespace
+
+const char* to_string(ArgKind kind) {
+  for (const auto& [k, name] : kKindNames)
+    if (k == kind) return name;
+  return "other";
+}
+
+std::optional<ArgKind> arg_kind_from_string(const std::string& text) {
+  for (const auto& [k, name] : kKindNames)
+    if (text == name) return k;
+  return std::nullopt;
+}
+
+bool TensorMeta::operator==(const TensorMeta& o) const {
+  return dtype == o.dtype && shape == o.shape && stride == o.stride && device == o.device &&
+         layout == o.layout && offset == o.offset && symbolic == o.symbolic && range == o.range;
+}
+
+bool ArgValue::operator==(const ArgValue& o) const {
+  return name == o.name && type == o.type && kind == o.kind && i == o.i && same_float(f, o.f) &&
+         b == o.b && same_float(c.real(), o.c.real()) && same_float(c.imag(), o.c.imag()) &&
+         text == o.text && ints == o.ints && same_floats(floats, o.floats) && bools == o.bools &&
+         tensors == o.tensors;
+}
+
+bool TraceEntry::operator==(const TraceEntry& o) const {
+  return op == o.op && count == o.count && nested == o.nested &&
+         with_children == o.with_children && args == o.args;
+}
+
+bool TraceMeta::operator==(const TraceMeta& o) const {
+  return tool == o.tool && torch == o.torch && created == o.created && updated == o.updated &&
+         status == o.status && pid == o.pid && rank == o.rank && world_size == o.world_size &&
+         hostname == o.hostname && argv == o.argv && devices == o.devices && calls == o.calls &&
+         untraced_calls == o.untraced_calls;
+}
+
+bool Trace::operator==(const Trace& o) const {
+  return version == o.version && meta == o.meta && ops == o.ops;
+}
+
+std::string base_name(const std::string& op) {
+  auto colon = op.rfind("::");
+  auto dot = op.find('.', colon == std::string::npos ? 0 : colon + 2);
+  return dot == std::string::npos ? op : op.substr(0, dot);
+}
+
+}  // namespace bb::trace

@@ -1,0 +1,118 @@
+// The trace as data: what the preload records and what replay reads. No torch dependency.
+// The on-disk form (YAML) is described in docs/trace-format.md.
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bb::trace {
+
+inline constexpr int kFormatVersion = 1;
+
+// The runtime kind of one argument value. Schema types are kept as text in ArgValue::type.
+enum class ArgKind {
+  None,
+  Tensor,
+  Int,
+  Float,
+  Bool,
+  Complex,
+  String,
+  IntList,
+  FloatList,
+  BoolList,
+  TensorList,     // Tensor[]
+  OptTensorList,  // Tensor?[]: elements may be null
+  ScalarType,     // a dtype value, e.g. dtype=torch.float16
+  Layout,
+  Device,
+  MemoryFormat,
+  Generator,
+  Symbolic,  // SymInt/SymFloat/SymBool without a concrete value
+  Other,     // a value kind the tracer does not record; `text` says which
+};
+
+const char* to_string(ArgKind kind);
+std::optional<ArgKind> arg_kind_from_string(const std::string& text);
+
+struct TensorMeta {
+  std::string dtype = "float32";  // torch's Python name: float32, bfloat16, int64, bool, ...
+  std::vector<int64_t> shape;
+  std::vector<int64_t> stride;  // empty for non-strided layouts or symbolic shapes
+  std::string device = "cpu";   // cpu, cuda:0, meta, ...
+  std::string layout = "strided";
+  int64_t offset = 0;              // storage offset in elements
+  bool symbolic = false;           // shape not concrete (torch.compile tracing); shape/stride empty
+  std::optional<std::pair<int64_t, int64_t>> range;  // integer tensors: observed [min, max]
+
+  bool operator==(const TensorMeta& o) const;
+};
+
+struct ArgValue {
+  std::string name;  // schema argument name
+  std::string type;  // schema type as torch prints it: Tensor, int[], Scalar, ScalarType?, ...
+  ArgKind kind = ArgKind::None;
+
+  int64_t i = 0;                     // Int, and the enum values of ScalarType/Layout/MemoryFormat
+  double f = 0.0;                    // Float
+  bool b = false;                    // Bool
+  std::complex<double> c;            // Complex
+  std::string text;                  // String; names for ScalarType/Layout/Device/MemoryFormat; Other
+  std::vector<int64_t> ints;         // IntList
+  std::vector<double> floats;        // FloatList
+  std::vector<bool> bools;           // BoolList
+  std::vector<std::optional<TensorMeta>> tensors;  // Tensor (one), TensorList, OptTensorList
+
+  bool operator==(const ArgValue& o) const;
+};
+
+struct TraceEntry {
+  std::string op;           // full overload name: aten::add.Tensor, aten::relu (default overload)
+  uint64_t count = 0;       // calls with exactly this signature
+  uint64_t nested = 0;      // of those, calls made from inside another op
+  uint64_t with_children = 0;  // of those, calls that themselves called other ops
+  std::vector<ArgValue> args;  // in schema order
+
+  uint64_t top_level() const { return count - nested; }
+  uint64_t leaf() const { return count - with_children; }
+  bool operator==(const TraceEntry& o) const;
+};
+
+struct DeviceInfo {
+  std::string device;  // cuda:0
+  std::string name;    // NVIDIA H200
+  bool operator==(const DeviceInfo& o) const { return device == o.device && name == o.name; }
+};
+
+struct TraceMeta {
+  std::string tool;      // bbshim <version>
+  std::string torch;     // torch.__version__ of the traced process
+  std::string created;   // UTC, ISO 8601
+  std::string updated;   // UTC, ISO 8601: when this file was written
+  std::string status;    // running | exited | signal <NAME>
+  int64_t pid = 0;
+  std::optional<int64_t> rank;
+  std::optional<int64_t> world_size;
+  std::string hostname;
+  std::vector<std::string> argv;
+  std::vector<DeviceInfo> devices;
+  uint64_t calls = 0;            // traced op calls, all signatures
+  uint64_t untraced_calls = 0;   // calls not recorded because the signature limit was reached
+  bool operator==(const TraceMeta& o) const;
+};
+
+struct Trace {
+  int version = kFormatVersion;
+  TraceMeta meta;
+  std::vector<TraceEntry> ops;
+  bool operator==(const Trace& o) const;
+};
+
+// Python's name for an op without its overload: aten::add.Tensor -> aten::add.
+std::string base_name(const std::string& op);
+
+}  // namespace bb::trace

@@ -1,0 +1,156 @@
+#include "tracer/trace_store.h"
+
+#include <algorithm>
+
+namespace bb::tracer {
+namespace {
+
+bool rangeable(const at::Tensor& t) { return is_plain_dense(t) && wants_range(t.scalar_type()); }
+
+// Integer tensors among the arguments that the op only reads.
+std::vector<RangeTarget> range_targets(const OpInfo& op, c10::ArrayRef<const c10::IValue> args) {
+  std::vector<RangeTarget> out;
+  for (size_t i = 0; i < args.size() && i < 0xffff; ++i) {
+    if (i < op.writes.size() && op.writes[i]) continue;
+    const auto& v = args[i];
+    if (v.isTensor()) {
+      if (rangeable(v.toTensor())) out.push_back({uint16_t(i), 0});
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t k = 0; k < list.size() && k < 0xffff; ++k)
+        if (rangeable(list[k])) out.push_back({uint16_t(i), uint16_t(k)});
+    } else if (v.isList()) {
+      auto list = v.toListRef();
+      for (size_t k = 0; k < list.size() && k < 0xffff; ++k)
+        if (list[k].isTensor() && rangeable(list[k].toTensor())) out.push_back({uint16_t(i), uint16_t(k)});
+    }
+  }
+  return out;
+}
+
+void note_devices(const std::vector<trace::ArgValue>& args, std::set<std::string>& devices) {
+  for (const auto& a : args)
+    for (const auto& t : a.tensors)
+      if (t && t->device != "cpu") devices.insert(t->device);
+}
+
+}  // namespace
+
+const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
+  std::string full = fn.name();
+  const char* overload = fn.overload_name();
+  if (overload && *overload) full += std::string(".") + overload;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ops_.find(full);
+  if (it != ops_.end()) return it->second.get();
+  auto schema = fn.operator_schema();
+  if (!schema) {  // a named range (RECORD_FUNCTION with a string), not an op: remember that
+    ops_.emplace(full, nullptr);
+    return nullptr;
+  }
+  auto info = std::make_unique<OpInfo>();
+  info->id = static_cast<uint32_t>(ops_.size());
+  info->name = full;
+  info->schema_name = fn.name();
+  for (const auto& a : schema->arguments()) info->writes.push_back(a.alias_info() && a.alias_info()->isWrite());
+  info->schema = std::move(schema);
+  return ops_.emplace(full, std::move(info)).first->second.get();
+}
+
+std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords& key, const OpInfo& op,
+                                                                 c10::ArrayRef<const c10::IValue> args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = signatures_.find(key);
+  if (it == signatures_.end()) {
+    if (records_.size() >= max_signatures_) return std::nullopt;
+    Record r{&op, {}};
+    const auto& params = op.schema->arguments();
+    for (size_t i = 0; i < args.size(); ++i)
+      r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
+    note_devices(r.args, devices_);
+    records_.push_back(std::move(r));
+    it = signatures_.emplace(key, static_cast<uint32_t>(records_.size() - 1)).first;
+  }
+  return Interned{it->second, range_targets(op, args)};
+}
+
+trace::TensorMeta* TraceStore::tensor_at(Record& r, RangeTarget where) {
+  if (where.arg >= r.args.size()) return nullptr;
+  auto& ts = r.args[where.arg].tensors;
+  if (where.elem >= ts.size() || !ts[where.elem]) return nullptr;
+  return &*ts[where.elem];
+}
+
+void TraceStore::merge_range(uint32_t sig, RangeTarget where, IntRange range) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sig >= records_.size()) return;
+  trace::TensorMeta* t = tensor_at(records_[sig], where);
+  if (!t) return;
+  if (!t->range) {
+    t->range = range;
+  } else {
+    t->range->first = std::min(t->range->first, range.first);
+    t->range->second = std::max(t->range->second, range.second);
+  }
+}
+
+void TraceStore::add_untraced(uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  untraced_ += n;
+}
+
+void TraceStore::attach(const SignatureTable* table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tables_.insert(table);
+}
+
+void TraceStore::detach(const SignatureTable* table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!tables_.erase(table)) return;
+  for (size_t i = 0, n = table->published(); i < n; ++i) {
+    const Slot& s = table->slot(i);
+    Record& r = records_[s.sig];
+    r.count += s.counters.count.load(std::memory_order_relaxed);
+    r.nested += s.counters.nested.load(std::memory_order_relaxed);
+    r.with_children += s.counters.with_children.load(std::memory_order_relaxed);
+  }
+}
+
+Snapshot TraceStore::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<trace::TraceEntry> by_sig(records_.size());
+  for (size_t k = 0; k < records_.size(); ++k) {
+    by_sig[k].count = records_[k].count;
+    by_sig[k].nested = records_[k].nested;
+    by_sig[k].with_children = records_[k].with_children;
+  }
+  for (const SignatureTable* t : tables_) {
+    for (size_t i = 0, n = t->published(); i < n; ++i) {
+      const Slot& s = t->slot(i);
+      by_sig[s.sig].count += s.counters.count.load(std::memory_order_relaxed);
+      by_sig[s.sig].nested += s.counters.nested.load(std::memory_order_relaxed);
+      by_sig[s.sig].with_children += s.counters.with_children.load(std::memory_order_relaxed);
+    }
+  }
+  Snapshot snap;
+  std::vector<size_t> order;
+  for (size_t k = 0; k < records_.size(); ++k)
+    if (by_sig[k].count > 0) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return records_[a].op->name < records_[b].op->name; });
+  for (size_t k : order) {
+    trace::TraceEntry& e = by_sig[k];
+    e.op = records_[k].op->name;
+    e.args = records_[k].args;
+    // Counters are read without stopping their threads: keep the three mutually consistent.
+    e.nested = std::min(e.nested, e.count);
+    e.with_children = std::min(e.with_children, e.count);
+    snap.calls += e.count;
+    snap.entries.push_back(std::move(e));
+  }
+  snap.devices.assign(devices_.begin(), devices_.end());
+  snap.untraced_calls = untraced_;
+  return snap;
+}
+
+}  // namespace bb::tracer

@@ -1,0 +1,88 @@
+// The process-wide store behind the tracer: ops, distinct signatures with their arguments, and the
+// per-thread tables whose counters it sums when a trace is written.
+#pragma once
+
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tracer/arg_key.h"
+#include "tracer/int_range.h"
+#include "tracer/signature_table.h"
+#include "tracer/trace_model.h"
+
+namespace bb::tracer {
+
+struct OpInfo {
+  uint32_t id = 0;
+  std::string name;         // aten::add.Tensor
+  std::string schema_name;  // aten::add: checked on every cache hit
+  std::optional<c10::FunctionSchema> schema;
+  std::vector<bool> writes;                     // per argument: the schema lets the op write it
+  size_t nargs() const { return writes.size(); }
+};
+
+struct Snapshot {
+  std::vector<trace::TraceEntry> entries;  // sorted by op name, then first sighting
+  std::vector<std::string> devices;        // non-CPU devices seen in any signature
+  uint64_t calls = 0;
+  uint64_t untraced_calls = 0;
+};
+
+class TraceStore {
+ public:
+  explicit TraceStore(size_t max_signatures) : max_signatures_(max_signatures) {}
+
+  // The op a RecordFunction stands for; null for records that are not ATen ops (named ranges).
+  const OpInfo* intern_op(const at::RecordFunction& fn);
+
+  struct Interned {
+    uint32_t sig;
+    std::vector<RangeTarget> ranges;
+  };
+  // Registers a signature seen for the first time by some thread (slow path). nullopt when the
+  // signature limit is reached.
+  std::optional<Interned> intern_signature(const KeyWords& key, const OpInfo& op,
+                                           c10::ArrayRef<const c10::IValue> args);
+
+  void merge_range(uint32_t sig, RangeTarget where, IntRange range);
+  void add_untraced(uint64_t n = 1);
+
+  void attach(const SignatureTable* table);
+  // Folds a finishing thread's counters into the store; the table may be freed afterwards.
+  void detach(const SignatureTable* table);
+
+  Snapshot snapshot() const;
+
+ private:
+  struct Record {
+    const OpInfo* op;
+    std::vector<trace::ArgValue> args;
+    uint64_t count = 0, nested = 0, with_children = 0;  // from finished threads
+  };
+  struct KeyHash {
+    size_t operator()(const KeyWords& k) const { return hash_key(k.data(), k.size()); }
+  };
+  trace::TensorMeta* tensor_at(Record& r, RangeTarget where);
+
+  mutable std::mutex mu_;
+  const size_t max_signatures_;
+  std::map<std::string, std::unique_ptr<OpInfo>> ops_;
+  std::unordered_map<KeyWords, uint32_t, KeyHash> signatures_;
+  std::vector<Record> records_;
+  std::set<std::string> devices_;
+  std::set<const SignatureTable*> tables_;
+  uint64_t untraced_ = 0;
+};
+
+}  // namespace bb::tracer
