@@ -1,0 +1,80 @@
+"""Helpers for the integration tests: run programs with the preload, read traces.
+
+The tests run under ctest (tests/CMakeLists.txt), which sets BB_BUILD_DIR; the Python running them is
+the one the build was made for.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("BB_BUILD_DIR", ROOT / "build"))
+PRELOAD = BUILD / "lib" / "libbbshim.so"
+BBTRACE = BUILD / "bin" / "bbtrace"
+PYTHON = sys.executable
+EXAMPLE = ROOT / "examples" / "train_small.py"
+HERE = Path(__file__).resolve().parent
+
+
+def base_env():
+    """The test's environment without any bbshim setting or preload leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
+    env.pop("RANK", None)
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def preload_env(preload=PRELOAD, **bb):
+    env = base_env()
+    env["LD_PRELOAD"] = str(preload)
+    env.update({k: str(v) for k, v in bb.items()})
+    return env
+
+
+def run(cmd, env, cwd=None, timeout=180):
+    return subprocess.run([str(c) for c in cmd], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def load_trace(path):
+    """Parses a trace with PyYAML (an independent reader) and checks its outline."""
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    assert data["version"] == 1, data.get("version")
+    assert isinstance(data["meta"], dict)
+    assert isinstance(data["ops"], list)
+    return data
+
+
+def wait_for(predicate, timeout=60.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+class TempDirTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="bbshim-it-"))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def cuda_available():
+    r = run([PYTHON, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"], base_env())
+    return r.returncode == 0
+
+
+__all__ = ["ROOT", "BUILD", "PRELOAD", "BBTRACE", "PYTHON", "EXAMPLE", "HERE", "base_env", "preload_env",
+           "run", "load_trace", "wait_for", "TempDirTest", "cuda_available", "signal"]

@@ -1,0 +1,61 @@
+"""Faults around the preload cost the program nothing: one stderr line at most, same results."""
+import shutil
+import unittest
+
+from support import BBTRACE, BUILD, PYTHON, TempDirTest, base_env, preload_env, run
+
+CODE = "import torch; print((torch.ones(4) * 3).sum().item())"
+
+
+class BadInput(TempDirTest):
+    def test_unwritable_trace_path(self):
+        r = run([PYTHON, "-c", CODE], preload_env(BB_TRACE="/nonexistent/dir/t.yaml"), cwd=self.dir)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, "12.0\n")
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("[bbshim] cannot write the trace to /nonexistent/dir/t.yaml"), lines)
+
+    def test_runtime_built_for_another_torch(self):
+        fake = self.dir / "lib"
+        shutil.copytree(BUILD / "lib", fake)
+        (fake / "libbbshim_runtime.torch").write_text("1.13.0\n")
+        r = run([PYTHON, "-c", CODE], preload_env(preload=fake / "libbbshim.so"), cwd=self.dir)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, "12.0\n")
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("built for torch 1.13.0 but this program loaded torch", lines[0])
+        self.assertIn("stays inactive", lines[0])
+        self.assertFalse((self.dir / "bbtrace.yaml").exists())
+
+    def test_bb_log_info_says_where_it_writes(self):
+        r = run([PYTHON, "-c", CODE], preload_env(BB_LOG="info"), cwd=self.dir)
+        self.assertEqual((r.returncode, r.stdout), (0, "12.0\n"))
+        self.assertRegex(r.stderr, r"^\[bbshim\] tracing torch \S+ ops to .*/bbtrace.yaml\n$")
+
+    def test_bb_log_off_silences_even_warnings(self):
+        r = run([PYTHON, "-c", CODE], preload_env(BB_LOG="off", BB_TRACE="/nonexistent/t.yaml"), cwd=self.dir)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "12.0\n", ""))
+
+    def test_invalid_setting_is_reported_once(self):
+        r = run([PYTHON, "-c", CODE], preload_env(BB_FLUSH_SECONDS="often"), cwd=self.dir)
+        self.assertEqual((r.returncode, r.stdout), (0, "12.0\n"))
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertIn("BB_FLUSH_SECONDS='often'", r.stderr)
+
+    def test_summary_of_a_malformed_trace(self):
+        bad = self.dir / "bad.yaml"
+        bad.write_text("version: 1\nmeta: {}\nops:\n  - {op: aten::relu, count: many}\n")
+        r = run([BBTRACE, "summary", bad], base_env())
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, f"bbtrace: {bad}:4:29: expected a non-negative integer, got 'many'\n")
+
+    def test_summary_usage_error(self):
+        r = run([BBTRACE, "summary"], base_env())
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("trace is required", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,68 @@
+"""On a CUDA machine: the example traced on the GPU. Skipped (exit 77) where there is no GPU."""
+import json
+import sys
+import unittest
+from collections import Counter
+
+from support import EXAMPLE, HERE, PYTHON, TempDirTest, cuda_available, load_trace, preload_env, run
+
+GRAPH = """
+import torch
+w = torch.randn(100, 8, device="cuda")
+idx = torch.randint(0, 100, (4, 5), device="cuda")
+torch.embedding(w, idx)                      # first call: sampled for its value range
+g = torch.cuda.CUDAGraph()
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    for _ in range(3):
+        torch.embedding(w, idx)              # call 2 and 4 are sampled again: outside the capture
+    with torch.cuda.graph(g):
+        out = torch.embedding(w, idx)        # call 5..: captured, must not be disturbed
+g.replay()
+torch.cuda.synchronize()
+print(bool((out == w[idx]).all()))
+"""
+
+
+class Cuda(TempDirTest):
+    def test_example_on_cuda(self):
+        path = self.dir / "t.yaml"
+        r = run([PYTHON, EXAMPLE, "--device", "cuda", "--steps", "3"], preload_env(BB_TRACE=path))
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        t = load_trace(path)
+        (dev,) = t["meta"]["devices"]
+        self.assertEqual(dev["device"], "cuda:0")
+        self.assertTrue(dev["name"].startswith("NVIDIA"), dev)
+        devices = {a["device"] for e in t["ops"] for a in e["args"] if a["kind"] == "tensor"}
+        self.assertIn("cuda:0", devices)
+        (emb,) = [e for e in t["ops"] if e["op"] == "aten::embedding"]
+        idx = emb["args"][1]
+        self.assertEqual((idx["device"], idx["dtype"]), ("cuda:0", "int64"))
+        lo, hi = idx["range"]  # sampled on the GPU without a synchronization
+        self.assertTrue(0 <= lo <= hi < 1000, (lo, hi))
+
+    def test_value_probe_stays_out_of_graph_capture(self):
+        r = run([PYTHON, "-c", GRAPH], preload_env(BB_TRACE=self.dir / "g.yaml"))
+        self.assertEqual((r.returncode, r.stdout.strip(), r.stderr), (0, "True", ""))
+
+    def test_leaf_signatures_match_torch_profiler_on_cuda(self):
+        trace_path, prof_path = self.dir / "t.yaml", self.dir / "prof.json"
+        r = run([PYTHON, HERE / "profile_example.py", prof_path, "--steps", "2", "--device", "cuda"],
+                preload_env(BB_TRACE=trace_path))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        prof = {k: v for k, v in json.loads(prof_path.read_text())["leaf"].items() if k.startswith("aten::")}
+        ours = Counter()
+        for e in load_trace(trace_path)["ops"]:
+            shapes = [a["shape"] if a["kind"] == "tensor" else [] for a in e["args"]]
+            ns, _, rest = e["op"].partition("::")
+            ours[ns + "::" + rest.split(".")[0] + " " + json.dumps(shapes, separators=(",", ":"))] += \
+                e["count"] - e["with_children"]
+        self.assertEqual(Counter(prof), +ours)
+
+
+if __name__ == "__main__":
+    if not cuda_available():
+        print("no CUDA device: skipped")
+        sys.exit(77)
+    unittest.main()

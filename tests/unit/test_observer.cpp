@@ -1,0 +1,159 @@
+// The live tracer inside this test process: every at:: call below goes through the callback.
+// Its own executable, because the callback stays registered for the rest of the process.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "catch.h"
+#include "shim/trace_writer.h"
+#include "tracer/observer.h"
+#include "tracer/trace_yaml.h"
+
+using bb::trace::TraceEntry;
+
+namespace {
+
+bb::tracer::TraceStore* store() {
+  static bb::tracer::TraceStore* s = bb::tracer::start_tracing({});
+  return s;
+}
+
+// Entries of `op` whose first tensor argument has `shape`.
+std::vector<TraceEntry> entries(const std::string& op, std::vector<int64_t> shape) {
+  std::vector<TraceEntry> out;
+  for (auto& e : store()->snapshot().entries) {
+    if (e.op != op) continue;
+    for (auto& a : e.args) {
+      if (a.kind != bb::trace::ArgKind::Tensor) continue;
+      if (a.tensors[0]->shape == shape) out.push_back(e);
+      break;
+    }
+  }
+  return out;
+}
+
+uint64_t count_of(const std::string& op, std::vector<int64_t> shape) {
+  uint64_t n = 0;
+  for (auto& e : entries(op, shape)) n += e.count;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("calls are counted per exact signature") {
+  store();
+  auto a = at::ones({3, 7}), b = at::ones({3, 7});
+  at::add(a, b);
+  at::add(a, b);
+  at::add(a, b, 2.0);  // another alpha: another signature
+  auto found = entries("aten::add.Tensor", {3, 7});
+  REQUIRE(found.size() == 2);
+  CHECK(found[0].count + found[1].count == 3);
+  const auto& args = found[0].args;
+  REQUIRE(args.size() == 3);
+  CHECK(args[0].name == "self");
+  CHECK(args[1].name == "other");
+  CHECK(args[2].name == "alpha");
+  CHECK(args[2].type == "Scalar");
+}
+
+TEST_CASE("nesting: a composite op has children, its decomposition is nested") {
+  store();
+  auto x = at::ones({5, 11}), w = at::ones({13, 11}), bias = at::ones({13});
+  at::linear(x, w, bias);
+  auto lin = entries("aten::linear", {5, 11});
+  REQUIRE(lin.size() == 1);
+  CHECK(lin[0].count == 1);
+  CHECK(lin[0].nested == 0);
+  CHECK(lin[0].with_children == 1);
+  auto addmm = entries("aten::addmm", {13});  // addmm(bias, x, w.t())
+  REQUIRE(addmm.size() == 1);
+  CHECK(addmm[0].nested == 1);
+  CHECK(addmm[0].top_level() == 0);
+}
+
+TEST_CASE("integer inputs carry their observed value range") {
+  store();
+  auto weight = at::ones({50, 4});
+  auto idx = at::arange(3, 18, at::kLong).view({3, 5});
+  at::embedding(weight, idx);
+  auto e = entries("aten::embedding", {50, 4});
+  REQUIRE(e.size() == 1);
+  const auto& indices = e[0].args[1];
+  REQUIRE(indices.name == "indices");
+  REQUIRE(indices.tensors[0]->range);
+  CHECK(*indices.tensors[0]->range == std::make_pair(int64_t{3}, int64_t{17}));
+}
+
+TEST_CASE("counts from many threads are exact, also after the threads end") {
+  store();
+  const int threads = 4, calls = 2500;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      auto a = at::ones({17, 19});
+      for (int i = 0; i < calls; ++i) at::mul(a, a);
+    });
+  for (auto& th : pool) th.join();
+  auto mul = entries("aten::mul.Tensor", {17, 19});
+  REQUIRE(mul.size() == 1);
+  CHECK(mul[0].count == threads * calls);
+  CHECK(mul[0].leaf() == mul[0].count);  // mul on the CPU calls no other op
+  CHECK(mul[0].top_level() == mul[0].count);
+}
+
+TEST_CASE("backward ops on autograd threads are traced") {
+  store();
+  auto x = at::ones({23, 29}).set_requires_grad(true);
+  at::relu(x).sum().backward();
+  CHECK(count_of("aten::threshold_backward", {23, 29}) == 1);
+}
+
+TEST_CASE("the writer turns the counts into a trace file that reads back") {
+  store();
+  at::sub(at::ones({31}), at::ones({31}));
+  char dir[] = "/tmp/bbshim-writer-XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string path = std::string(dir) + "/t.yaml";
+  auto run = bb::shim::current_run_info("test-torch");
+  bb::shim::TraceWriter writer(store(), path, run);
+  REQUIRE(writer.write("running", false));
+  auto t = bb::trace::load_trace(path);
+  CHECK(t.meta.status == "running");
+  CHECK(t.meta.torch == "test-torch");
+  CHECK(t.meta.pid == getpid());
+  CHECK(t.meta.calls > 0);
+  bool found = false;
+  for (auto& e : t.ops) found |= e.op == "aten::sub.Tensor" && e.args[0].tensors[0]->shape == std::vector<int64_t>{31};
+  CHECK(found);
+  REQUIRE(writer.write("exited", true));
+  CHECK(bb::trace::load_trace(path).meta.status == "exited");
+  REQUIRE(writer.write("running", false));  // after the final write nothing changes the file
+  CHECK(bb::trace::load_trace(path).meta.status == "exited");
+}
+
+TEST_CASE("a store that saw no calls writes no file") {
+  bb::tracer::TraceStore empty(10);
+  bb::shim::TraceWriter writer(&empty, "/tmp/bbshim-never-written.yaml", bb::shim::current_run_info("x"));
+  REQUIRE(writer.write("exited", true));
+  CHECK(access("/tmp/bbshim-never-written.yaml", F_OK) != 0);
+}
+
+TEST_CASE("past the signature limit calls are counted as untraced") {
+  bb::tracer::TraceStore small(1);
+  // Exercise the store directly: the second distinct signature is refused.
+  auto op = bb::tracer::OpInfo{};
+  op.name = "aten::x";
+  op.schema = c10::Dispatcher::singleton().findSchemaOrThrow("aten::relu", "").schema();
+  op.writes = {false};
+  const std::vector<c10::IValue> v1{at::ones({1})}, v2{at::ones({2})};
+  c10::ArrayRef<const c10::IValue> args1(v1.data(), v1.size()), args2(v2.data(), v2.size());
+  bb::tracer::KeyWords k1{1}, k2{2};
+  CHECK(small.intern_signature(k1, op, args1));
+  CHECK_FALSE(small.intern_signature(k2, op, args2));
+  CHECK(small.intern_signature(k1, op, args1));  // known ones still resolve
+}

@@ -1,0 +1,118 @@
+// The preload's plumbing that needs no running program: settings, output names, atomic writes.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "catch.h"
+#include "shim/atomic_file.h"
+#include "shim/config.h"
+#include "shim/output_path.h"
+
+using namespace bb::shim;
+
+namespace {
+
+Config config_of(std::map<std::string, std::string> env) {
+  return config_from_env([env](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/bbshim-test-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("no configuration means: trace to bbtrace.yaml, quiet, periodic writes") {
+  Config c = config_of({});
+  CHECK_FALSE(c.disabled);
+  CHECK(c.trace);
+  CHECK(c.trace_path.empty());
+  CHECK(c.log_level == bb::log::Level::Warn);
+  CHECK(c.flush_seconds == 10.0);
+  CHECK(c.problems.empty());
+}
+
+TEST_CASE("settings are read from BB_ variables") {
+  Config c = config_of({{"BB_DISABLE", "1"}, {"BB_TRACE", "/x/t.yaml"}, {"BB_LOG", "debug"},
+                        {"BB_FLUSH_SECONDS", "0.5"}, {"BB_MAX_SIGNATURES", "10"}, {"BB_INT_RANGES", "0"}});
+  CHECK(c.disabled);
+  CHECK(c.trace_path == "/x/t.yaml");
+  CHECK(c.log_level == bb::log::Level::Debug);
+  CHECK(c.flush_seconds == 0.5);
+  CHECK(c.max_signatures == 10);
+  CHECK_FALSE(c.int_ranges);
+  CHECK_FALSE(config_of({{"BB_DISABLE", "0"}}).disabled);
+  CHECK_FALSE(config_of({{"BB_TRACE", "off"}}).trace);
+}
+
+TEST_CASE("invalid settings fall back to defaults and say so") {
+  Config c = config_of({{"BB_FLUSH_SECONDS", "soon"}, {"BB_LOG", "loud"}, {"BB_MAX_SIGNATURES", "0"}});
+  CHECK(c.flush_seconds == 10.0);
+  CHECK(c.log_level == bb::log::Level::Warn);
+  CHECK(c.max_signatures == 100000);
+  REQUIRE(c.problems.size() == 3);
+  CHECK(c.problems[0] == "BB_LOG='loud' is not off|warn|info|debug; using warn");
+  CHECK(c.problems[1].rfind("BB_FLUSH_SECONDS='soon' is not a number in [", 0) == 0);
+}
+
+TEST_CASE("trace names: default, explicit, per rank, with placeholders") {
+  ProcessIdentity solo{123, std::nullopt, std::nullopt};
+  ProcessIdentity rank3{77, 3, 8};
+  CHECK(planned_trace_path("", solo, "/work") == "/work/bbtrace.yaml");
+  CHECK(planned_trace_path("out/t.yaml", solo, "/work") == "/work/out/t.yaml");
+  CHECK(planned_trace_path("/abs/t.yaml", solo, "/work") == "/abs/t.yaml");
+  CHECK(planned_trace_path("", rank3, "/w") == "/w/bbtrace.rank3.yaml");
+  CHECK(planned_trace_path("/t/run-%r-%p.yaml", rank3, "/w") == "/t/run-3-77.yaml");
+  CHECK(planned_trace_path("/t/x-%p.yaml", solo, "/w") == "/t/x-123.yaml");
+  // A single-process run that happens to set RANK keeps the plain name.
+  CHECK(planned_trace_path("", ProcessIdentity{1, 0, 1}, "/w") == "/w/bbtrace.yaml");
+}
+
+TEST_CASE("insert_suffix puts the suffix before the extension") {
+  CHECK(insert_suffix("/a/bbtrace.yaml", "42") == "/a/bbtrace.42.yaml");
+  CHECK(insert_suffix("/a.b/trace", "42") == "/a.b/trace.42");
+  CHECK(insert_suffix("/a/.hidden", "42") == "/a/.hidden.42");
+}
+
+TEST_CASE("a claimed path is refused to a second claimant until released") {
+  const std::string path = temp_dir() + "/bbtrace.yaml";
+  PathClaim first, second;
+  REQUIRE(first.claim(path) == PathClaim::Result::Claimed);
+  CHECK(second.claim(path) == PathClaim::Result::Taken);
+  std::string note;
+  PathClaim third;
+  CHECK(claim_trace_path(path, 99, third, &note) == insert_suffix(path, "99"));
+  CHECK(note.find("another running process") != std::string::npos);
+  first.release();
+  CHECK(second.claim(path) == PathClaim::Result::Claimed);
+}
+
+TEST_CASE("atomic writes replace the file and leave no temporary behind") {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/t.yaml";
+  REQUIRE(write_file_atomic(path, "one\n").empty());
+  REQUIRE(write_file_atomic(path, "two\n").empty());
+  CHECK(slurp(path) == "two\n");
+  CHECK(access((dir + "/.t.yaml.tmp." + std::to_string(getpid())).c_str(), F_OK) != 0);
+}
+
+TEST_CASE("an atomic write into a missing folder fails with the reason") {
+  std::string err = write_file_atomic("/nonexistent-dir/t.yaml", "x");
+  CHECK(err.find("cannot create /nonexistent-dir/.t.yaml.tmp.") == 0);
+  CHECK(err.find("No such file or directory") != std::string::npos);
+}

@@ -1,0 +1,25 @@
+#include <sstream>
+
+#include "catch.h"
+#include "replay/trace_summary.h"
+#include "sample_trace.h"
+
+TEST_CASE("the summary lists ops by calls with their signature counts") {
+  auto t = bb::test::sample_trace();
+  auto extra = t.ops[0];
+  extra.count = 5;
+  extra.nested = 5;
+  t.ops.push_back(extra);  // a second aten::add.Tensor signature
+  std::ostringstream out;
+  bb::replay::print_summary(t, "x.yaml", {10, 2}, out);
+  const std::string s = out.str();
+  CHECK(s.find("trace x.yaml\n") == 0);
+  CHECK(s.find("torch 2.11.0+cu130, pid 4242, rank 1, status exited") != std::string::npos);
+  CHECK(s.find("devices: cpu, cuda:0 (NVIDIA H200)") != std::string::npos);
+  CHECK(s.find("15 calls, 4 signatures, 3 ops, 1 calls past the signature limit") != std::string::npos);
+  // add.Tensor: 12 calls over 2 signatures; 7-2 + 5-5 top-level; all leaf.
+  CHECK(s.find("aten::add.Tensor                                    12      2          5        12") !=
+        std::string::npos);
+  CHECK(s.find("top signatures by calls\n         7  aten::add.Tensor(float32[2,3], bfloat16[3]@cuda:0, 0.1)") !=
+        std::string::npos);
+}

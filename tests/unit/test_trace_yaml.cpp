@@ -1,0 +1,102 @@
+// The trace file format: golden output for every argument kind, exact round trip, precise errors.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "catch.h"
+#include "sample_trace.h"
+#include "tracer/trace_yaml.h"
+
+using bb::trace::FormatError;
+using bb::trace::parse_trace;
+
+namespace {
+
+std::string golden_path() { return std::string(BB_GOLDEN_DIR) + "/sample_trace.yaml"; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The error a text produces, as "line:column: message" without the source name.
+std::string error_of(const std::string& text) {
+  try {
+    parse_trace(text, "t.yaml");
+  } catch (const FormatError& e) {
+    REQUIRE(e.source() == "t.yaml");
+    return std::to_string(e.line()) + ":" + std::to_string(e.column()) + ": " +
+           std::string(e.what()).substr(std::string("t.yaml:").size() + std::to_string(e.line()).size() +
+                                        std::to_string(e.column()).size() + 3);
+  }
+  return "no error";
+}
+
+const char* kHeader = "version: 1\nmeta: {}\nops:\n";
+
+}  // namespace
+
+TEST_CASE("the writer's output matches the golden file byte for byte") {
+  const std::string text = bb::trace::to_yaml(bb::test::sample_trace());
+  if (std::getenv("BB_UPDATE_GOLDEN")) std::ofstream(golden_path()) << text;
+  REQUIRE(text == read_file(golden_path()));
+}
+
+TEST_CASE("every argument kind reads back exactly as written") {
+  auto original = bb::test::sample_trace();
+  auto back = parse_trace(bb::trace::to_yaml(original), "memory");
+  REQUIRE(back == original);
+  // And the same from the golden file, so old files keep reading the same way.
+  REQUIRE(bb::trace::load_trace(golden_path()) == original);
+}
+
+TEST_CASE("a string value that looks like a bool or null stays a string") {
+  auto back = bb::trace::load_trace(golden_path());
+  const auto& args = back.ops[1].args;
+  auto reduce = std::find_if(args.begin(), args.end(), [](auto& a) { return a.name == "reduce"; });
+  REQUIRE(reduce->text == "true");
+  REQUIRE(back.meta.argv.back() == "null");
+}
+
+TEST_CASE("malformed YAML is reported with file, line and column") {
+  auto err = error_of("version: 1\nops: [\n  {op: a::b, count: 1\n");
+  REQUIRE(err.rfind("4:1: ", 0) == 0);
+}
+
+TEST_CASE("semantic errors name the line, the column and what was expected") {
+  CHECK(error_of("ops: []\n") == "1:1: missing key 'version'");
+  CHECK(error_of("version: 7\nops: []\n") == "1:10: unsupported trace version 7 (this build reads 1)");
+  CHECK(error_of(std::string(kHeader) + "  - {op: relu, count: 1}\n") ==
+        "4:10: op name 'relu' has no namespace (aten::...)");
+  CHECK(error_of(std::string(kHeader) + "  - {op: aten::relu, count: -1}\n") ==
+        "4:29: expected a non-negative integer, got '-1'");
+  CHECK(error_of(std::string(kHeader) + "  - op: aten::relu\n    count: 2\n    args:\n      - {name: x, kind: blob}\n") ==
+        "7:25: unknown argument kind 'blob'");
+  CHECK(error_of(std::string(kHeader) +
+                 "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, kind: tensor, dtype: float32, "
+                 "shape: [2, 3], stride: [1], device: cpu}\n") ==
+        "7:72: stride has 1 entries, shape 2");
+  CHECK(error_of(std::string(kHeader) +
+                 "  - op: aten::embedding\n    count: 1\n    args:\n      - {name: i, kind: tensor, dtype: int64, "
+                 "shape: [2], stride: [1], device: cpu, range: [5, 1]}\n") ==
+        "7:92: expected range [min, max] with min <= max");
+  CHECK(error_of(std::string(kHeader) + "  - op: aten::add.Tensor\n    count: 3\n    nested: 4\n") ==
+        "6:13: nested exceeds count");
+}
+
+TEST_CASE("a missing file is an error that names it") {
+  try {
+    bb::trace::load_trace("/nonexistent/trace.yaml");
+    FAIL("no error");
+  } catch (const FormatError& e) {
+    REQUIRE(std::string(e.what()) == "/nonexistent/trace.yaml:0:0: cannot open file");
+  }
+}
+
+TEST_CASE("base_name drops the overload") {
+  CHECK(bb::trace::base_name("aten::add.Tensor") == "aten::add");
+  CHECK(bb::trace::base_name("aten::relu") == "aten::relu");
+  CHECK(bb::trace::base_name("aten::_foreach_add_.List") == "aten::_foreach_add_");
+}
