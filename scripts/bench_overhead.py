@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""What tracing costs, end to end, in one run.
+
+For each configuration — no preload, preload with BB_DISABLE=1, preload tracing, and
+torch.profiler(record_shapes=True) without the preload — a fresh process measures:
+  * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs;
+  * per-step time of a training step (the example model, or GPT-2 small with --model gpt2), median.
+Configurations run interleaved, --rounds times; the table shows the median over rounds.
+
+    python3 scripts/bench_overhead.py                      # CPU, example model
+    python3 scripts/bench_overhead.py --device cuda --model gpt2 --json out.json
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ["none", "disabled", "traced", "profiler"]
+
+
+def tiny_op_us(device, iters, reps):
+    import torch
+    a = torch.ones(1, device=device)
+    b = torch.ones(1, device=device)
+    best = float("inf")
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            torch.add(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / iters * 1e6)
+    return best
+
+
+def make_step(model, device, batch, seq):
+    import torch
+    if model == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+        torch.manual_seed(0)
+        net = GPT2LMHeadModel(GPT2Config()).to(device)  # GPT-2 small from its config, no weights
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        ids = torch.randint(0, net.config.vocab_size, (batch, seq), device=device)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            net(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+        return step
+    sys.path.insert(0, str(ROOT / "examples"))
+    import train_small
+    net, opt, data = train_small.build(device, batch)
+    return lambda: train_small.train_step(net, opt, data)
+
+
+def step_ms(step, device, steps, warmup):
+    import torch
+    times = []
+    for i in range(warmup + steps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def worker(args):
+    """One configuration in this process; prints one JSON line."""
+    import torch
+    step = make_step(args.model, args.device, args.batch, args.seq)
+    step()  # first call: lazy init, cuDNN/cuBLAS handles
+
+    def measure():
+        return (tiny_op_us(args.device, args.iters, args.reps),
+                step_ms(step, args.device, args.steps, args.warmup))
+
+    if args.config == "profiler":
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+        with profile(activities=acts, record_shapes=True):
+            op_us, ms = measure()
+    else:
+        op_us, ms = measure()
+    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "torch": torch.__version__}))
+
+
+def run_config(args, config):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
+    if config in ("disabled", "traced"):
+        env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
+        env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
+    if config == "disabled":
+        env["BB_DISABLE"] = "1"
+    cmd = [sys.executable, __file__, "--worker", "--config", config] + args.passthrough
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{config} failed:\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def describe_machine(device):
+    import platform
+    import torch
+    if device == "cuda":
+        return f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu} ({os.cpu_count()} cores), torch {torch.__version__}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--model", default="small", choices=["small", "gpt2"])
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=512, help="sequence length for gpt2")
+    p.add_argument("--iters", type=int, default=20000, help="tiny-op calls per timing")
+    p.add_argument("--reps", type=int, default=5, help="tiny-op timings; the best counts")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--build", default=str(ROOT / "build"))
+    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--config", choices=CONFIGS, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+
+    args.passthrough = ["--device", args.device, "--model", args.model, "--batch", str(args.batch),
+                        "--seq", str(args.seq), "--iters", str(args.iters), "--reps", str(args.reps),
+                        "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        args.tmp = tmp
+        rounds = {c: [] for c in CONFIGS}
+        for r in range(args.rounds):
+            for c in CONFIGS:
+                rounds[c].append(run_config(args, c))
+                print(f"round {r + 1}/{args.rounds} {c}: {rounds[c][-1]['op_us']:.2f} us/op, "
+                      f"{rounds[c][-1]['step_ms']:.2f} ms/step", file=sys.stderr)
+
+    med = {c: {k: statistics.median(x[k] for x in rounds[c]) for k in ("op_us", "step_ms")} for c in CONFIGS}
+    base = med["none"]
+    model = "GPT-2 small" if args.model == "gpt2" else "examples/train_small.py"
+    model += f", batch {args.batch}" + (f", seq {args.seq}" if args.model == "gpt2" else "")
+    print(f"machine: {describe_machine(args.device)}; date {time.strftime('%Y-%m-%d')}")
+    print(f"tiny op: torch.add on 1-element {args.device} tensors, best of {args.reps} x {args.iters}; "
+          f"step: {model}, median of {args.steps}; median over {args.rounds} rounds")
+    print(f"{'config':<10}{'us/op':>9}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
+    for c in CONFIGS:
+        m = med[c]
+        print(f"{c:<10}{m['op_us']:>9.2f}{m['op_us'] - base['op_us']:>+10.2f}{m['step_ms']:>10.2f}"
+              f"{m['step_ms'] / base['step_ms']:>8.3f}")
+    prof_cost = med["profiler"]["op_us"] - base["op_us"]
+    ours = med["traced"]["op_us"] - base["op_us"]
+    if prof_cost > 0:
+        print(f"tracing costs {ours / prof_cost:.2f}x the profiler's per-op overhead")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": args.device, "model": args.model, "rounds": rounds, "median": med,
+                       "machine": describe_machine(args.device)}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

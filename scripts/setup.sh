@@ -1,0 +1,82 @@
+# Shared by scripts/test, scripts/demo and scripts/gpu-check (source it, do not run it).
+# Installs what is missing on a Debian/Ubuntu machine, chooses the Python whose torch the build is
+# for, and builds. Settings (all optional):
+#   BB_PYTHON=path       use this Python (it must have torch); nothing is installed into it
+#   BB_NO_INSTALL=1      install nothing (machines without package access); fail if something is missing
+#   BB_BUILD_DIR=dir     build folder (default: build)
+#   BB_CMAKE_ARGS="..."  extra CMake arguments, e.g. -DCMAKE_PREFIX_PATH=...
+set -euo pipefail
+
+BB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BB_BUILD_DIR=${BB_BUILD_DIR:-$BB_ROOT/build}
+BB_TORCH_PIN="torch==2.11.0"
+BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev)
+
+bb_say() { echo "[bbshim setup] $*" >&2; }
+
+bb_missing_apt() {
+  local p
+  for p in "${BB_APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+bb_install_apt() {
+  command -v dpkg-query >/dev/null || { bb_say "not a Debian system: install ${BB_APT_PACKAGES[*]} yourself"; return; }
+  local missing
+  missing=$(bb_missing_apt | tr '\n' ' ')
+  [ -z "$missing" ] && return
+  if [ "${BB_NO_INSTALL:-0}" = 1 ]; then
+    bb_say "not installing $missing (BB_NO_INSTALL=1); CMake must find them elsewhere"
+    return
+  fi
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  bb_say "installing $missing"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+bb_has_torch() {  # $1: python; true if it imports the pinned torch and PyYAML
+  "$1" -c 'import sys, torch, yaml; sys.exit(0 if torch.__version__.split("+")[0] == "2.11.0" else 1)' 2>/dev/null
+}
+
+# Sets BB_PY: BB_PYTHON, else the project's .venv, else a python3 that already has torch 2.11
+# (GPU hosts), else a new .venv with torch from PyPI.
+bb_choose_python() {
+  if [ -n "${BB_PYTHON:-}" ]; then
+    BB_PY=$BB_PYTHON
+  elif [ -x "$BB_ROOT/.venv/bin/python" ]; then
+    BB_PY=$BB_ROOT/.venv/bin/python
+  elif bb_has_torch python3; then
+    BB_PY=$(command -v python3)
+  else
+    [ "${BB_NO_INSTALL:-0}" = 1 ] && { bb_say "no python3 with $BB_TORCH_PIN and BB_NO_INSTALL=1"; exit 1; }
+    if ! python3 -m venv --help >/dev/null 2>&1; then
+      BB_APT_PACKAGES=(python3-venv) bb_install_apt
+    fi
+    bb_say "creating $BB_ROOT/.venv"
+    python3 -m venv "$BB_ROOT/.venv"
+    BB_PY=$BB_ROOT/.venv/bin/python
+  fi
+  if ! bb_has_torch "$BB_PY"; then
+    [ "${BB_NO_INSTALL:-0}" = 1 ] && { bb_say "$BB_PY lacks $BB_TORCH_PIN or PyYAML and BB_NO_INSTALL=1"; exit 1; }
+    bb_say "installing $BB_TORCH_PIN, numpy and PyYAML into $BB_PY (a few minutes the first time)"
+    "$BB_PY" -m pip install -q --disable-pip-version-check "$BB_TORCH_PIN" numpy pyyaml
+  fi
+  bb_say "python: $BB_PY ($("$BB_PY" -c 'import torch; print("torch", torch.__version__)'))"
+}
+
+bb_build() {
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  # shellcheck disable=SC2086
+  cmake -S "$BB_ROOT" -B "$BB_BUILD_DIR" "${gen[@]}" -DPython3_EXECUTABLE="$BB_PY" ${BB_CMAKE_ARGS:-} >/dev/null
+  cmake --build "$BB_BUILD_DIR" -j"$(nproc)"
+}
+
+bb_setup_and_build() {
+  bb_install_apt
+  bb_choose_python
+  bb_build
+}
