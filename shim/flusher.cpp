@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "tracer/log.h"
+#include "tracer/observer.h"
 
 namespace bb::shim {
 namespace {
@@ -25,6 +26,9 @@ int g_ack[2] = {-1, -1};   // flusher -> handler: "written"
 
 WriteFn* g_write = nullptr;  // never freed: the thread outlives static destruction
 double g_interval = 0;
+pthread_t g_thread;
+std::atomic<bool> g_running{false};
+constexpr unsigned char kStop = 0;  // on the request pipe: end the thread (signals are 1..64)
 struct sigaction g_previous[kMaxSignal];
 std::atomic<bool> g_installed[kMaxSignal];
 std::atomic<bool> g_pending[kMaxSignal];
@@ -78,7 +82,7 @@ void write_and_wait(int sig) {
 void on_signal(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
   const bool again = g_pending[sig].exchange(true);
-  if (!again && g_pipe[1] >= 0) write_and_wait(sig);
+  if (!again && g_running.load()) write_and_wait(sig);
   if (kills_by_default(g_previous[sig])) die_of(sig);
   chain(sig, info, context);
   g_pending[sig].store(false);
@@ -106,8 +110,41 @@ void* flusher_main(void*) {
       continue;
     }
     unsigned char sig = 0;
-    if (::read(g_pipe[0], &sig, 1) == 1 && sig < kMaxSignal) handle_signal_request(sig);
+    if (::read(g_pipe[0], &sig, 1) != 1) continue;
+    if (sig == kStop) return nullptr;
+    if (sig < kMaxSignal) handle_signal_request(sig);
   }
+}
+
+bool spawn() {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything
+  int rc = pthread_create(&g_thread, nullptr, &flusher_main, nullptr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) return false;
+  pthread_setname_np(g_thread, "bbshim-flush");
+  g_running.store(true);
+  return true;
+}
+
+void restart_after_fork() {
+  if (!g_running.load() && !spawn()) log::warn("cannot restart the background writer after fork");
+}
+
+// No thread of ours exists while the program forks: the child cannot inherit a lock it holds, and
+// Python (>= 3.12) does not warn that the process was multi-threaded because of us. The thread
+// comes back on the parent's next op call.
+void stop_before_fork() {
+  if (!g_running.load()) return;
+  unsigned char stop = kStop;
+  if (::write(g_pipe[1], &stop, 1) != 1) return;
+  pthread_join(g_thread, nullptr);
+  g_running.store(false);
+}
+
+void restart_in_parent() {
+  if (g_write) tracer::run_on_next_op(&restart_after_fork);
 }
 
 }  // namespace
@@ -118,15 +155,8 @@ bool start_flusher(WriteFn write, double interval_s) {
     return false;
   g_write = new WriteFn(std::move(write));
   g_interval = interval_s;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);  // the thread inherits a mask that blocks everything
-  pthread_t thread;
-  int rc = pthread_create(&thread, nullptr, &flusher_main, nullptr);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (rc != 0) return false;
-  pthread_detach(thread);
-  pthread_setname_np(thread, "bbshim-flush");
+  if (!spawn()) return false;
+  pthread_atfork(&stop_before_fork, &restart_in_parent, nullptr);
   return true;
 }
 

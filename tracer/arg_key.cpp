@@ -132,7 +132,7 @@ void encode_list_or_other(const c10::IValue& v, KeyWords& out) {
   } else if (v.isTensorList()) {
     auto list = v.toTensorList();
     out.push_back(header(kTensorList, list.size()));
-    for (const at::Tensor& t : list) encode_tensor(t, out);
+    for (size_t k = 0; k < list.size(); ++k) encode_tensor(list.get(k), out);
   } else if (v.isList()) {
     auto list = v.toListRef();
     out.push_back(header(kList, list.size()));
@@ -215,7 +215,8 @@ void describe_list(const c10::IValue& v, ArgValue& a) {
     for (bool b : v.toBoolList()) a.bools.push_back(b);
   } else if (v.isTensorList()) {
     a.kind = ArgKind::TensorList;
-    for (const at::Tensor& t : v.toTensorList()) a.tensors.push_back(maybe_tensor(t));
+    auto list = v.toTensorList();
+    for (size_t k = 0; k < list.size(); ++k) a.tensors.push_back(maybe_tensor(list.get(k)));
   } else {
     // Generic lists: Tensor?[] (indices), or Scalar[]-like lists.
     auto list = v.toListRef();

@@ -18,6 +18,7 @@ std::atomic<TraceStore*> g_store{nullptr};
 std::atomic<uint32_t> g_generation{1};
 std::atomic<DeviceRangeProbe> g_probe{nullptr};
 std::atomic<uint64_t> g_errors{0};
+std::atomic<void (*)()> g_next_op_task{nullptr};
 TracerOptions g_options;
 
 struct Frame {
@@ -175,7 +176,12 @@ void report(const char* where) {
   if (log::enabled(log::Level::Debug)) log::debug(std::string("internal error at:\n") + log::stacktrace());
 }
 
+void run_next_op_task() {
+  if (auto task = g_next_op_task.exchange(nullptr)) task();
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (C10_UNLIKELY(g_next_op_task.load(std::memory_order_relaxed) != nullptr)) run_next_op_task();
   ThreadState* s = state_for_thread();
   if (!s) return nullptr;
   try {
@@ -219,6 +225,8 @@ void reset_after_fork(bool keep_tracing) {
 }
 
 void set_device_range_probe(DeviceRangeProbe probe) { g_probe.store(probe); }
+
+void run_on_next_op(void (*task)()) { g_next_op_task.store(task); }
 
 uint64_t internal_errors() { return g_errors.load(std::memory_order_relaxed); }
 

@@ -27,6 +27,10 @@ void reset_after_fork(bool keep_tracing);
 
 void set_device_range_probe(DeviceRangeProbe probe);
 
+// Runs `task` once, on the thread of the next traced op call (a cheap way to do deferred work
+// inside the program without a thread of our own).
+void run_on_next_op(void (*task)());
+
 // Internal errors caught inside the callbacks (each is also reported once on stderr).
 uint64_t internal_errors();
 

@@ -1,6 +1,7 @@
 #include "tracer/trace_store.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace bb::tracer {
 namespace {
@@ -28,13 +29,20 @@ std::vector<RangeTarget> range_targets(const OpInfo& op, c10::ArrayRef<const c10
   return out;
 }
 
-void note_devices(const std::vector<trace::ArgValue>& args, std::set<std::string>& devices) {
+std::atomic<DeviceListener> g_device_listener{nullptr};
+
+// Adds the non-CPU devices of `args` to `devices`; returns the ones not seen before.
+std::vector<std::string> note_devices(const std::vector<trace::ArgValue>& args, std::set<std::string>& devices) {
+  std::vector<std::string> added;
   for (const auto& a : args)
     for (const auto& t : a.tensors)
-      if (t && t->device != "cpu") devices.insert(t->device);
+      if (t && t->device != "cpu" && devices.insert(t->device).second) added.push_back(t->device);
+  return added;
 }
 
 }  // namespace
+
+void set_device_listener(DeviceListener listener) { g_device_listener.store(listener); }
 
 const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
   std::string full = fn.name();
@@ -59,19 +67,26 @@ const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
 
 std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords& key, const OpInfo& op,
                                                                  c10::ArrayRef<const c10::IValue> args) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = signatures_.find(key);
-  if (it == signatures_.end()) {
-    if (records_.size() >= max_signatures_) return std::nullopt;
-    Record r{&op, {}};
-    const auto& params = op.schema->arguments();
-    for (size_t i = 0; i < args.size(); ++i)
-      r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
-    note_devices(r.args, devices_);
-    records_.push_back(std::move(r));
-    it = signatures_.emplace(key, static_cast<uint32_t>(records_.size() - 1)).first;
+  std::vector<std::string> new_devices;
+  uint32_t sig;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = signatures_.find(key);
+    if (it == signatures_.end()) {
+      if (records_.size() >= max_signatures_) return std::nullopt;
+      Record r{&op, {}};
+      const auto& params = op.schema->arguments();
+      for (size_t i = 0; i < args.size(); ++i)
+        r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
+      new_devices = note_devices(r.args, devices_);
+      records_.push_back(std::move(r));
+      it = signatures_.emplace(key, static_cast<uint32_t>(records_.size() - 1)).first;
+    }
+    sig = it->second;
   }
-  return Interned{it->second, range_targets(op, args)};
+  if (DeviceListener listen = g_device_listener.load())
+    for (const auto& d : new_devices) listen(d);
+  return Interned{sig, range_targets(op, args)};
 }
 
 trace::TensorMeta* TraceStore::tensor_at(Record& r, RangeTarget where) {

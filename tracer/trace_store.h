@@ -39,6 +39,11 @@ struct Snapshot {
   uint64_t untraced_calls = 0;
 };
 
+// Told about each device (cuda:0, ...) the first time any signature uses it. Called without the
+// store's lock held.
+using DeviceListener = void (*)(const std::string& device);
+void set_device_listener(DeviceListener listener);
+
 class TraceStore {
  public:
   explicit TraceStore(size_t max_signatures) : max_signatures_(max_signatures) {}

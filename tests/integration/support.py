@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("BB_BUILD_DIR", ROOT / "build"))
+BUILD = Path(os.environ.get("BB_BUILD_DIR", ROOT / "build")).resolve()
 PRELOAD = BUILD / "lib" / "libbbshim.so"
 BBTRACE = BUILD / "bin" / "bbtrace"
 PYTHON = sys.executable
@@ -41,6 +41,7 @@ def preload_env(preload=PRELOAD, **bb):
 
 def run(cmd, env, cwd=None, timeout=180):
     return subprocess.run([str(c) for c in cmd], env=env, cwd=cwd, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL,
                           timeout=timeout)
 
 

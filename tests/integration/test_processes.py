@@ -2,7 +2,7 @@
 import subprocess
 import unittest
 
-from support import PYTHON, TempDirTest, load_trace, preload_env, run
+from support import PYTHON, TempDirTest, base_env, load_trace, preload_env, run, wait_for
 
 HOLD = """
 import sys, torch
@@ -20,6 +20,22 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 torch.ones(3) - 1
+"""
+
+THREADS_AROUND_FORK = """
+import os, sys, torch
+def threads():
+    return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("Threads:")))
+torch.ones(3) + 1
+before = threads()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+after = threads()                  # what Python 3.12 counts to decide whether to warn
+os.waitpid(pid, 0)
+torch.ones(13) * 2                 # the next op brings the writer thread back
+print(before, after, threads(), flush=True)
+sys.stdin.readline()
 """
 
 DATALOADER = """
@@ -76,6 +92,29 @@ class Processes(TempDirTest):
         self.assertIn((3,), shapes)
         self.assertNotIn((11,), shapes)  # the child's op is not in the parent's trace
         self.assertEqual(t["meta"]["status"], "exited")
+
+    def test_no_thread_of_ours_while_forking_and_periodic_writes_resume(self):
+        p = subprocess.Popen([PYTHON, "-c", THREADS_AROUND_FORK], env=preload_env(BB_FLUSH_SECONDS=0.1),
+                             cwd=self.dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        before, after, later = map(int, p.stdout.readline().split())
+        plain = run([PYTHON, "-c", THREADS_AROUND_FORK], base_env(), cwd=self.dir)
+        p_before, p_after, p_later = map(int, plain.stdout.split())
+        self.assertEqual(before, p_before + 1)  # our writer thread, while the program runs
+        self.assertEqual(after, p_after)        # ... was not there at the fork
+        self.assertEqual(later, p_later + 1)    # ... and is back after it
+        trace = self.dir / "bbtrace.yaml"
+
+        def has_post_fork_op():
+            try:
+                ops = load_trace(trace)["ops"]
+            except (OSError, TypeError):
+                return False
+            return any(e["op"] == "aten::mul.Tensor" and e["args"][0]["shape"] == [13] for e in ops)
+        self.assertTrue(wait_for(has_post_fork_op, timeout=30))  # a periodic write, before exit
+        _, err = p.communicate("\n", timeout=60)
+        self.assertEqual((p.returncode, err), (0, ""))
 
     def test_dataloader_workers(self):
         r = run([PYTHON, "-c", DATALOADER], preload_env(), cwd=self.dir)
