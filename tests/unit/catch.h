@@ -1,6 +1,7 @@
-// Catch2 v2 (Debian's 2.13) or v3, whichever the build found.
+// Catch2 v2 (Debian's 2.13) or v3, whichever CMake found (BB_CATCH2_V3 says which; both may be on
+// the include path).
 #pragma once
-#if __has_include(<catch2/catch_all.hpp>)
+#if BB_CATCH2_V3
 #include <catch2/catch_all.hpp>
 #else
 #include <catch2/catch.hpp>

@@ -18,8 +18,8 @@ KeyWords key_of(const c10::IValue& v) {
 }
 
 const c10::Argument& schema_arg(const char* op, const char* overload, const char* name) {
-  const auto& schema = c10::Dispatcher::singleton().findSchemaOrThrow(op, overload).schema();
-  for (const auto& a : schema.arguments())
+  c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow(op, overload);
+  for (const auto& a : handle.schema().arguments())
     if (a.name() == name) return a;
   FAIL("no argument " << name);
   throw;
