@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "tracer/log.h"
 
@@ -205,15 +206,15 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 }  // namespace
 
 TraceStore* start_tracing(const TracerOptions& options) {
-  static std::atomic<bool> registered{false};
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (TraceStore* running = g_store.load()) return running;
   g_options = options;
   auto* store = new TraceStore(options.max_signatures);  // never freed: threads may use it at exit
   g_store.store(store, std::memory_order_release);
-  if (!registered.exchange(true)) {
-    at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                              .needsInputs(true)
-                              .scopes({at::RecordScope::FUNCTION}));
-  }
+  at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                            .needsInputs(true)
+                            .scopes({at::RecordScope::FUNCTION}));
   return store;
 }
 

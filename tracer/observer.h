@@ -18,7 +18,8 @@ struct TracerOptions {
 // Samples the value range of an integer tensor that is not on the CPU, without synchronizing.
 using DeviceRangeProbe = void (*)(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor& t);
 
-// Registers the callback (once per process) and starts counting into a new store.
+// Registers the callback and starts counting into a new store; once per process: later calls
+// return the running store and ignore their options.
 TraceStore* start_tracing(const TracerOptions& options);
 TraceStore* current_store();
 
