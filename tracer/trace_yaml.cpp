@@ -1,5 +1,7 @@
 #include "tracer/trace_yaml.h"
 
+#include "tracer/yaml_read.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -147,6 +149,7 @@ void emit_entry(YAML::Emitter& out, const TraceEntry& e) {
   out << YAML::Key << "count" << YAML::Value << e.count;
   out << YAML::Key << "nested" << YAML::Value << e.nested;
   out << YAML::Key << "with_children" << YAML::Value << e.with_children;
+  if (e.routed) out << YAML::Key << "routed" << YAML::Value << e.routed;
   out << YAML::Key << "args" << YAML::Value;
   if (e.args.empty()) out << YAML::Flow;
   out << YAML::BeginSeq;
@@ -157,44 +160,9 @@ void emit_entry(YAML::Emitter& out, const TraceEntry& e) {
 
 // ---------------------------------------------------------------- reading
 
-class Reader {
+class Reader : public yaml::Reader {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const YAML::Node& at, const std::string& message) const {
-    auto mark = at.Mark();
-    throw FormatError(source_, mark.line + 1, mark.column + 1, message);
-  }
-
-  YAML::Node require(const YAML::Node& map, const char* key) const {
-    YAML::Node n = map[key];
-    if (!n) fail(map, std::string("missing key '") + key + "'");
-    return n;
-  }
-
-  template <class T>
-  T scalar(const YAML::Node& n, const char* expected) const {
-    if (!n.IsScalar()) fail(n, std::string("expected ") + expected);
-    try {
-      return n.as<T>();
-    } catch (const YAML::Exception&) {
-      fail(n, std::string("expected ") + expected + ", got '" + n.Scalar() + "'");
-    }
-  }
-
-  template <class T>
-  std::vector<T> list(const YAML::Node& n, const char* expected) const {
-    if (!n.IsSequence()) fail(n, std::string("expected a list of ") + expected);
-    std::vector<T> out;
-    for (const auto& x : n) out.push_back(scalar<T>(x, expected));
-    return out;
-  }
-
-  template <class T>
-  T optional(const YAML::Node& map, const char* key, T fallback, const char* expected) const {
-    YAML::Node n = map[key];
-    return n ? scalar<T>(n, expected) : fallback;
-  }
+  using yaml::Reader::Reader;
 
   TensorMeta tensor(const YAML::Node& n) const {
     if (!n.IsMap()) fail(n, "expected a tensor (a map with dtype, shape, stride, device)");
@@ -282,6 +250,8 @@ class Reader {
     e.with_children = optional<uint64_t>(n, "with_children", 0, "a non-negative integer");
     if (e.nested > e.count) fail(n["nested"], "nested exceeds count");
     if (e.with_children > e.count) fail(n["with_children"], "with_children exceeds count");
+    e.routed = optional<uint64_t>(n, "routed", 0, "a non-negative integer");
+    if (e.routed > e.count) fail(n["routed"], "routed exceeds count");
     if (YAML::Node args = n["args"]) {
       if (!args.IsSequence()) fail(args, "expected a list of arguments");
       for (const auto& a : args) e.args.push_back(arg(a));
@@ -328,9 +298,6 @@ class Reader {
     for (const auto& e : ops) t.ops.push_back(entry(e));
     return t;
   }
-
- private:
-  std::string source_;
 };
 
 }  // namespace
@@ -349,13 +316,8 @@ std::string to_yaml(const Trace& trace) {
 }
 
 Trace parse_trace(const std::string& text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw FormatError(source, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
-  return Reader(source).trace(root);
+  Reader reader(source);
+  return reader.trace(reader.load(text));
 }
 
 Trace load_trace(const std::string& path) {
