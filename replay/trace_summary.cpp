@@ -11,7 +11,7 @@ namespace {
 
 struct OpTotals {
   std::string op;
-  uint64_t calls = 0, top_level = 0, leaf = 0;
+  uint64_t calls = 0, top_level = 0, leaf = 0, routed = 0;
   size_t signatures = 0;
 };
 
@@ -23,6 +23,7 @@ std::vector<OpTotals> totals_by_op(const trace::Trace& t) {
     o.calls += e.count;
     o.top_level += e.top_level();
     o.leaf += e.leaf();
+    o.routed += e.routed;
     o.signatures += 1;
   }
   std::vector<OpTotals> v;
@@ -106,12 +107,16 @@ void print_summary(const trace::Trace& t, const std::string& source, const Summa
   if (t.meta.untraced_calls) out << ", " << t.meta.untraced_calls << " calls past the signature limit";
   out << "\n\n";
   out << "top ops by calls (top-level: not called from another op; leaf: called no other op)\n";
+  const bool routing = std::any_of(ops.begin(), ops.end(), [](const OpTotals& o) { return o.routed > 0; });
   out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls"
-      << std::setw(7) << "sigs" << std::setw(11) << "top-level" << std::setw(10) << "leaf" << "\n";
+      << std::setw(7) << "sigs" << std::setw(11) << "top-level" << std::setw(10) << "leaf"
+      << (routing ? "    routed" : "") << "\n";
   for (size_t k = 0; k < ops.size() && k < options.top; ++k) {
     const auto& o = ops[k];
     out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls
-        << std::setw(7) << o.signatures << std::setw(11) << o.top_level << std::setw(10) << o.leaf << "\n";
+        << std::setw(7) << o.signatures << std::setw(11) << o.top_level << std::setw(10) << o.leaf;
+    if (routing) out << std::setw(10) << o.routed;
+    out << "\n";
   }
   if (ops.size() > options.top) out << "  ... " << ops.size() - options.top << " more ops\n";
   if (options.signatures == 0) return;

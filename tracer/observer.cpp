@@ -229,6 +229,12 @@ void set_device_range_probe(DeviceRangeProbe probe) { g_probe.store(probe); }
 
 void run_on_next_op(void (*task)()) { g_next_op_task.store(task); }
 
+void mark_routed() {
+  ThreadState* s = t_state;
+  if (!s || s->generation != g_generation.load(std::memory_order_relaxed) || s->cur_op < 0) return;
+  if (Slot* slot = s->frames[s->cur_op].slot) bump(slot->counters.routed);
+}
+
 uint64_t internal_errors() { return g_errors.load(std::memory_order_relaxed); }
 
 }  // namespace bb::tracer

@@ -32,6 +32,10 @@ void set_device_range_probe(DeviceRangeProbe probe);
 // inside the program without a thread of our own).
 void run_on_next_op(void (*task)());
 
+// Counts the innermost op call of this thread as handled by a generated kernel (the router calls
+// this from inside the op). No-op when the call is not traced.
+void mark_routed();
+
 // Internal errors caught inside the callbacks (each is also reported once on stderr).
 uint64_t internal_errors();
 

@@ -22,6 +22,7 @@ struct Counters {
   std::atomic<uint64_t> count{0};
   std::atomic<uint64_t> nested{0};
   std::atomic<uint64_t> with_children{0};
+  std::atomic<uint64_t> routed{0};
 };
 
 // Single-writer increment: only the owning thread writes, others read, so no locked instruction.

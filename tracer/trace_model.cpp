@@ -66,7 +66,7 @@ bool ArgValue::operator==(const ArgValue& o) const {
 
 bool TraceEntry::operator==(const TraceEntry& o) const {
   return op == o.op && count == o.count && nested == o.nested &&
-         with_children == o.with_children && args == o.args;
+         with_children == o.with_children && routed == o.routed && args == o.args;
 }
 
 bool TraceMeta::operator==(const TraceMeta& o) const {

@@ -75,6 +75,7 @@ struct TraceEntry {
   uint64_t count = 0;       // calls with exactly this signature
   uint64_t nested = 0;      // of those, calls made from inside another op
   uint64_t with_children = 0;  // of those, calls that themselves called other ops
+  uint64_t routed = 0;         // of those, calls a generated kernel handled (routing)
   std::vector<ArgValue> args;  // in schema order
 
   uint64_t top_level() const { return count - nested; }

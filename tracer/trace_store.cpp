@@ -128,6 +128,7 @@ void TraceStore::detach(const SignatureTable* table) {
     r.count += s.counters.count.load(std::memory_order_relaxed);
     r.nested += s.counters.nested.load(std::memory_order_relaxed);
     r.with_children += s.counters.with_children.load(std::memory_order_relaxed);
+    r.routed += s.counters.routed.load(std::memory_order_relaxed);
   }
 }
 
@@ -138,6 +139,7 @@ Snapshot TraceStore::snapshot() const {
     by_sig[k].count = records_[k].count;
     by_sig[k].nested = records_[k].nested;
     by_sig[k].with_children = records_[k].with_children;
+    by_sig[k].routed = records_[k].routed;
   }
   for (const SignatureTable* t : tables_) {
     for (size_t i = 0, n = t->published(); i < n; ++i) {
@@ -145,6 +147,7 @@ Snapshot TraceStore::snapshot() const {
       by_sig[s.sig].count += s.counters.count.load(std::memory_order_relaxed);
       by_sig[s.sig].nested += s.counters.nested.load(std::memory_order_relaxed);
       by_sig[s.sig].with_children += s.counters.with_children.load(std::memory_order_relaxed);
+      by_sig[s.sig].routed += s.counters.routed.load(std::memory_order_relaxed);
     }
   }
   Snapshot snap;
@@ -160,6 +163,7 @@ Snapshot TraceStore::snapshot() const {
     // Counters are read without stopping their threads: keep the three mutually consistent.
     e.nested = std::min(e.nested, e.count);
     e.with_children = std::min(e.with_children, e.count);
+    e.routed = std::min(e.routed, e.count);
     snap.calls += e.count;
     snap.entries.push_back(std::move(e));
   }

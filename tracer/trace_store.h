@@ -73,7 +73,7 @@ class TraceStore {
   struct Record {
     const OpInfo* op;
     std::vector<trace::ArgValue> args;
-    uint64_t count = 0, nested = 0, with_children = 0;  // from finished threads
+    uint64_t count = 0, nested = 0, with_children = 0, routed = 0;  // from finished threads
   };
   struct KeyHash {
     size_t operator()(const KeyWords& k) const { return hash_key(k.data(), k.size()); }

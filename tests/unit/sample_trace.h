@@ -46,6 +46,7 @@ inline trace::Trace sample_trace() {
   add.count = 7;
   add.nested = 2;
   add.with_children = 0;
+  add.routed = 4;
   auto self = arg("self", "Tensor", ArgKind::Tensor);
   self.tensors.emplace_back(tensor("float32", {2, 3}, {1, 2}));  // non-contiguous
   self.tensors[0]->offset = 5;

@@ -18,7 +18,7 @@ TEST_CASE("the summary lists ops by calls with their signature counts") {
   CHECK(s.find("devices: cpu, cuda:0 (NVIDIA H200)") != std::string::npos);
   CHECK(s.find("15 calls, 4 signatures, 3 ops, 1 calls past the signature limit") != std::string::npos);
   // add.Tensor: 12 calls over 2 signatures; 7-2 + 5-5 top-level; all leaf.
-  CHECK(s.find("aten::add.Tensor                                    12      2          5        12") !=
+  CHECK(s.find("aten::add.Tensor                                    12      2          5        12         8") !=
         std::string::npos);
   CHECK(s.find("top signatures by calls\n         7  aten::add.Tensor(float32[2,3], bfloat16[3]@cuda:0, 0.1)") !=
         std::string::npos);
