@@ -1,0 +1,289 @@
+#include "backends/compiler.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "backends/op_names.h"
+#include "backends/process.h"
+
+namespace bb::backends {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+bool is_file(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string find_on_path(const std::string& name) {
+  const char* path = env("PATH");
+  if (!path) return "";
+  std::string p = path;
+  for (size_t start = 0; start <= p.size();) {
+    size_t end = p.find(':', start);
+    if (end == std::string::npos) end = p.size();
+    std::string cand = p.substr(start, end - start) + "/" + name;
+    if (::access(cand.c_str(), X_OK) == 0) return cand;
+    start = end + 1;
+  }
+  return "";
+}
+
+std::string default_nvcc() {
+  if (const char* v = env("BB_NVCC")) return v;
+  if (const char* home = env("CUDA_HOME")) {
+    std::string cand = std::string(home) + "/bin/nvcc";
+    if (::access(cand.c_str(), X_OK) == 0) return cand;
+  }
+  std::string on_path = find_on_path("nvcc");
+  if (!on_path.empty()) return on_path;
+  return ::access("/usr/local/cuda/bin/nvcc", X_OK) == 0 ? "/usr/local/cuda/bin/nvcc" : "";
+}
+
+std::string default_cache() {
+  if (const char* v = env("BB_CACHE")) return v;
+  if (const char* v = env("XDG_CACHE_HOME")) return std::string(v) + "/bbshim";
+  if (const char* v = env("HOME")) return std::string(v) + "/.cache/bbshim";
+  return "/tmp/bbshim-cache-" + std::to_string(::getuid());
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t pos = 1; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    ::mkdir(path.substr(0, pos).c_str(), 0755);
+  }
+}
+
+struct Hash {  // two independent 64-bit FNV-1a streams: a 128-bit cache key
+  uint64_t a = 1469598103934665603ull, b = 0x84222325cbf29ce4ull;
+  void add(const std::string& s) {
+    for (unsigned char c : s) {
+      a = (a ^ c) * 1099511628211ull;
+      b = (b ^ c) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+    }
+    a = (a ^ 0xff) * 1099511628211ull;  // field separator
+  }
+  std::string hex() const {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+    return buf;
+  }
+};
+
+bool uses_cuda(const KernelDir& d) {
+  return std::any_of(d.sources.begin(), d.sources.end(), [](auto& s) { return ends_with(s, ".cu"); });
+}
+
+// Compiler, flags and libraries: everything of the command but the sources and the output.
+struct CommandParts {
+  std::vector<std::string> head;  // compiler and flags
+  std::vector<std::string> libs;  // libraries and rpath
+};
+
+CommandParts command_parts(bool cuda, const Toolchain& tc) {
+  const std::string torch_lib = tc.torch_root + "/lib";
+  CommandParts p;
+  if (cuda) {
+    p.head = {tc.nvcc, "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden,-fno-gnu-unique", "-cudart", "shared",
+              "-gencode", "arch=compute_" + tc.cuda_arch + ",code=sm_" + tc.cuda_arch, "--expt-relaxed-constexpr",
+              "-ccbin", tc.cxx};
+  } else {
+    p.head = {tc.cxx, "-shared", "-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-fno-gnu-unique"};
+  }
+  for (const char* f : {"-std=c++17", "-O2", "-DNDEBUG"}) p.head.emplace_back(f);
+  p.head.push_back("-D_GLIBCXX_USE_CXX11_ABI=" + std::to_string(tc.cxx11_abi));
+  p.head.push_back("-I" + tc.kernel_include);
+  p.head.push_back("-I" + tc.torch_root + "/include");
+  p.head.push_back("-I" + tc.torch_root + "/include/torch/csrc/api/include");
+  p.libs = {"-L" + torch_lib, "-lc10", "-ltorch_cpu"};
+  if (cuda) p.libs.insert(p.libs.end(), {"-lc10_cuda", "-ltorch_cuda", "-Xlinker", "-rpath," + torch_lib});
+  if (!cuda) p.libs.push_back("-Wl,-rpath," + torch_lib);
+  return p;
+}
+
+std::vector<std::string> compile_command(const KernelDir& d, const Toolchain& tc, const std::string& out) {
+  CommandParts p = command_parts(uses_cuda(d), tc);
+  std::vector<std::string> cmd = p.head;
+  for (const auto& s : d.sources) cmd.push_back(d.path + "/" + s);
+  cmd.insert(cmd.end(), {"-o", out});
+  cmd.insert(cmd.end(), p.libs.begin(), p.libs.end());
+  return cmd;
+}
+
+// What `compiler --version` prints: part of the cache key, so a compiler upgrade rebuilds.
+std::string compiler_identity(const std::string& compiler, const std::string& scratch) {
+  if (compiler.empty()) return "";
+  const std::string log = scratch + "/.version." + std::to_string(::getpid());
+  run_parallel({Command{{compiler, "--version"}, log}}, 1);
+  std::string text = read_text(log);
+  ::unlink(log.c_str());
+  return text;
+}
+
+std::string cache_key(const KernelDir& d, const Toolchain& tc, const std::string& identity) {
+  Hash h;
+  h.add("bbshim-kernel-v1");
+  h.add(read_text(tc.kernel_include + "/bb/kernel.h"));
+  h.add(tc.torch_version);
+  h.add(identity);
+  CommandParts p = command_parts(uses_cuda(d), tc);
+  for (const auto& part : p.head) h.add(part);
+  for (const auto& part : p.libs) h.add(part);
+  for (const auto& s : d.sources) {
+    h.add(s);
+    h.add(read_text(d.path + "/" + s));
+  }
+  return h.hex();
+}
+
+std::string last_lines(const std::string& text, size_t n) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  std::string out = lines.size() > n ? "  ...\n" : "";
+  for (size_t k = lines.size() > n ? lines.size() - n : 0; k < lines.size(); ++k) out += "  " + lines[k] + "\n";
+  return out;
+}
+
+void remove_tree(const std::string& dir) {
+  for (const auto& name : list_dir(dir)) ::unlink((dir + "/" + name).c_str());
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& torch_version,
+                         const std::string& kernel_include, const std::string& cuda_arch) {
+  Toolchain tc;
+  tc.cxx = env("BB_CXX") ? env("BB_CXX") : env("CXX") ? env("CXX") : "c++";
+  tc.nvcc = default_nvcc();
+  tc.torch_root = torch_lib_dir.substr(0, torch_lib_dir.rfind('/'));
+  tc.torch_version = torch_version;
+  tc.torch_cuda = is_file(torch_lib_dir + "/libtorch_cuda.so");
+  tc.cxx11_abi = _GLIBCXX_USE_CXX11_ABI;
+  tc.kernel_include = kernel_include;
+  tc.cuda_arch = env("BB_CUDA_ARCH") ? env("BB_CUDA_ARCH") : cuda_arch.empty() ? "90" : cuda_arch;
+  tc.cache_dir = default_cache();
+  long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  tc.jobs = env("BB_JOBS") ? std::max(1, std::atoi(env("BB_JOBS"))) : static_cast<int>(std::max(1L, cpus));
+  return tc;
+}
+
+std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::string>& problems) {
+  std::vector<KernelDir> out;
+  if (!is_dir(dir)) {
+    problems.push_back(dir + ": not a folder");
+    return out;
+  }
+  for (const auto& name : list_dir(dir)) {
+    const std::string path = dir + "/" + name;
+    if (!is_dir(path)) continue;
+    auto op = op_from_folder(name);
+    if (!op) {
+      problems.push_back(path + ": folder name is not <op>__<overload> (e.g. relu__default, add__Tensor)");
+      continue;
+    }
+    KernelDir k{*op, path, {}, {}};
+    for (const auto& f : list_dir(path)) {
+      if (ends_with(f, ".cpp") || ends_with(f, ".cu")) k.sources.push_back(f);
+      if (ends_with(f, ".so")) k.prebuilt.push_back(path + "/" + f);
+    }
+    if (k.sources.empty() && k.prebuilt.empty()) {
+      problems.push_back(path + ": no .cpp, .cu or .so file");
+      continue;
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolchain& tc) {
+  std::vector<Built> built(dirs.size());
+  std::vector<Command> commands;
+  std::vector<size_t> which;
+  std::vector<std::string> entry_dirs;
+  make_dirs(tc.cache_dir);
+  const std::string cxx_id = compiler_identity(tc.cxx, tc.cache_dir);
+  std::string nvcc_id;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    const KernelDir& d = dirs[i];
+    if (d.sources.empty()) {
+      built[i].so = d.prebuilt.front();
+      continue;
+    }
+    if (uses_cuda(d) && tc.nvcc.empty()) {
+      built[i].error = d.path + ": CUDA sources but no nvcc (set BB_NVCC or CUDA_HOME)";
+      continue;
+    }
+    if (uses_cuda(d) && nvcc_id.empty()) nvcc_id = compiler_identity(tc.nvcc, tc.cache_dir);
+    const std::string entry = tc.cache_dir + "/" + cache_key(d, tc, uses_cuda(d) ? nvcc_id + cxx_id : cxx_id);
+    if (is_file(entry + "/kernel.so")) {
+      built[i] = {entry + "/kernel.so", "", true};
+      continue;
+    }
+    if (is_file(entry + "/error.log")) {
+      built[i].error = d.path + ": compile error (cached):\n" + last_lines(read_text(entry + "/error.log"), 40);
+      built[i].cached = true;
+      continue;
+    }
+    const std::string tmp = entry + ".tmp." + std::to_string(::getpid());
+    make_dirs(tmp);
+    commands.push_back({compile_command(d, tc, tmp + "/kernel.so"), tmp + "/build.log"});
+    which.push_back(i);
+    entry_dirs.push_back(entry);
+  }
+  std::vector<int> rc = run_parallel(commands, tc.jobs);
+  for (size_t k = 0; k < commands.size(); ++k) {
+    const std::string tmp = commands[k].log.substr(0, commands[k].log.rfind('/'));
+    const std::string& entry = entry_dirs[k];
+    Built& b = built[which[k]];
+    if (rc[k] != 0) {
+      std::rename(commands[k].log.c_str(), (tmp + "/error.log").c_str());
+      b.error = dirs[which[k]].path + ": compile error:\n" + last_lines(read_text(tmp + "/error.log"), 40);
+    }
+    // Publish the whole entry at once (if another process published it first, use theirs). A
+    // compiler that could not start (127) or was killed (>128) says nothing about the sources:
+    // such failures are not cached.
+    const bool keep = rc[k] == 0 || rc[k] < 127;
+    if (!keep || std::rename(tmp.c_str(), entry.c_str()) != 0) remove_tree(tmp);
+    if (rc[k] == 0) b.so = entry + "/kernel.so";
+  }
+  return built;
+}
+
+}  // namespace bb::backends

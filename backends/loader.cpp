@@ -1,0 +1,96 @@
+#include "backends/loader.h"
+
+#include <ATen/core/op_registration/infer_schema.h>
+#include <dlfcn.h>
+
+#include <set>
+#include <sstream>
+
+#include "backends/op_names.h"
+
+namespace bb::backends {
+namespace {
+
+std::string schema_text(const c10::FunctionSchema& s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+
+// "" when the kernel's C++ signature matches the op's schema.
+std::string signature_mismatch(const abi::Kernel& k, const c10::OperatorHandle& h) {
+  auto diff = c10::findSchemaDifferences(k.inferred, h.schema());
+  if (!diff) return "";
+  return std::string("the kernel's signature ") + k.cpp_signature + " = " + schema_text(k.inferred) +
+         " does not match " + schema_text(h.schema()) + ": " + *diff;
+}
+
+void load_library(const KernelDir& dir, const std::string& so, std::set<std::string>& taken, Backend& out) {
+  void* lib = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    out.problems.push_back(dir.path + ": cannot load " + so + ": " + ::dlerror());
+    return;
+  }
+  using RegistryFn = const abi::Registry* (*)();
+  auto registry_fn = reinterpret_cast<RegistryFn>(::dlsym(lib, "bb_backend_registry_v1"));
+  const abi::Registry* registry = registry_fn ? registry_fn() : nullptr;
+  if (!registry || registry->kernels.empty()) {
+    out.problems.push_back(dir.path + ": registers no kernel (missing BB_KERNEL(\"" + dir.op + "\", fn)?)");
+    return;
+  }
+  if (registry->version != abi::kVersion) {
+    out.problems.push_back(dir.path + ": built for kernel ABI " + std::to_string(registry->version) +
+                           ", this bbshim loads " + std::to_string(abi::kVersion));
+    return;
+  }
+  for (const abi::Kernel& k : registry->kernels) {
+    const std::string where = std::string(k.file) + ": " + k.op + ": ";
+    if (k.op != dir.op) {
+      out.problems.push_back(where + "registered in the folder for " + dir.op + " (" + dir.path + ")");
+      continue;
+    }
+    std::optional<c10::OperatorHandle> handle;
+    std::string obstacle = routing_obstacle(k.op, &handle);
+    if (obstacle.empty()) obstacle = signature_mismatch(k, *handle);
+    if (obstacle.empty() && !taken.insert(k.op).second) obstacle = "a second kernel for this op; the first is kept";
+    if (!obstacle.empty()) {
+      out.problems.push_back(where + obstacle);
+      continue;
+    }
+    out.kernels.push_back({k.op, k.file, so, &k, *handle});
+  }
+}
+
+}  // namespace
+
+std::string routing_obstacle(const std::string& op, std::optional<c10::OperatorHandle>* handle) {
+  auto [name, overload] = split_op(op);
+  auto found = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (!found) return "unknown op (no such overload in this torch)";
+  if (found->hasKernelForDispatchKey(c10::DispatchKey::BackendSelect))
+    return "has its own BackendSelect kernel (a factory or _to_copy): it cannot be routed";
+  if (found->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))
+    return "is CompositeImplicitAutograd: it decomposes above the routing point and is never reached with "
+           "autograd on; route the ops it decomposes into instead";
+  *handle = found;
+  return "";
+}
+
+Backend load_backend(const std::string& dir, const Toolchain& tc) {
+  Backend out;
+  out.dir = dir;
+  std::vector<KernelDir> dirs = scan_backend(dir, out.problems);
+  std::vector<Built> built = build_kernels(dirs, tc);
+  std::set<std::string> taken;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    if (!built[i].error.empty()) {
+      out.problems.push_back(built[i].error);
+      continue;
+    }
+    for (const auto& so : dirs[i].sources.empty() ? dirs[i].prebuilt : std::vector<std::string>{built[i].so})
+      load_library(dirs[i], so, taken, out);
+  }
+  return out;
+}
+
+}  // namespace bb::backends

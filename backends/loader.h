@@ -1,0 +1,35 @@
+// Loading a backend folder: build (cached), dlopen, and check each kernel against its op's schema.
+// One loader for the preload and for replay.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/compiler.h"
+#include "bb/kernel.h"
+
+namespace bb::backends {
+
+struct LoadedKernel {
+  std::string op;       // aten::relu
+  std::string source;   // the file that registered it
+  std::string library;  // the .so it came from
+  const abi::Kernel* kernel;
+  c10::OperatorHandle handle;
+};
+
+struct Backend {
+  std::string dir;
+  std::vector<LoadedKernel> kernels;
+  std::vector<std::string> problems;  // one message per kernel that could not be used
+};
+
+// Why `op` cannot be routed at BackendSelect, or "" when it can (then *handle is set).
+std::string routing_obstacle(const std::string& op, std::optional<c10::OperatorHandle>* handle);
+
+Backend load_backend(const std::string& dir, const Toolchain& tc);
+
+}  // namespace bb::backends
