@@ -1,0 +1,33 @@
+// Comparing a kernel's outputs with native ones: per-dtype tolerances, NaN positions must agree,
+// integers and bools exactly. Used by shadow mode (and replay). Runs ATen ops: callers keep them
+// out of routing and tracing.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "policy/policy.h"
+
+namespace bb::policy {
+
+struct Mismatch {
+  std::string what;      // shape, dtype, values, kind, count
+  std::string detail;    // human text: where and by how much
+  double max_abs = 0;    // over finite elements
+  double max_rel = 0;
+  int64_t first_index = -1;  // flat index of the first element outside tolerance
+};
+
+using ToleranceFn = std::function<Tolerance(c10::ScalarType)>;
+
+// nullopt when `actual` matches `expected`.
+std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol);
+
+// Tensors, lists and tuples of them, and scalars; `path` names the output in messages.
+std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,
+                                       const ToleranceFn& tolerance, const std::string& path = "output");
+
+}  // namespace bb::policy
