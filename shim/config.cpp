@@ -43,6 +43,9 @@ Config config_from_env(const Getenv& getenv) {
   read_number<double>(getenv, "BB_FLUSH_SECONDS", 0.0, 86400.0, c.flush_seconds, c);
   read_number<size_t>(getenv, "BB_MAX_SIGNATURES", 1, 100000000, c.max_signatures, c);
   if (const char* v = getenv("BB_INT_RANGES"); v && *v) c.int_ranges = truthy(v);
+  if (const char* v = getenv("BB_BACKEND")) c.backend = v;
+  if (const char* v = getenv("BB_POLICY")) c.policy = v;
+  if (const char* v = getenv("BB_SUMMARY")) c.summary = v;
   return c;
 }
 

@@ -18,6 +18,9 @@ struct Config {
   double flush_seconds = 10.0;   // BB_FLUSH_SECONDS: periodic rewrite; 0 = only at exit/signal
   size_t max_signatures = 100000;  // BB_MAX_SIGNATURES
   bool int_ranges = true;        // BB_INT_RANGES=0 turns value-range sampling off
+  std::string backend;           // BB_BACKEND: route the ops this backend folder provides
+  std::string policy;            // BB_POLICY: routing policy file (narrows BB_BACKEND; may name the backend)
+  std::string summary;           // BB_SUMMARY: write the routing summary here instead of stderr
 
   std::vector<std::string> problems;  // invalid values that fell back to defaults
 };

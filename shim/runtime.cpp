@@ -13,8 +13,11 @@
 #include "shim/boot_info.h"
 #include "shim/config.h"
 #include "shim/flusher.h"
+#include "shim/atomic_file.h"
 #include "shim/output_path.h"
+#include "shim/router.h"
 #include "shim/trace_writer.h"
+#include "tracer/trace_yaml.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
@@ -24,9 +27,22 @@ namespace {
 
 std::atomic<TraceWriter*> g_writer{nullptr};
 pid_t g_owner_pid = 0;
+std::string* g_summary_path = nullptr;
+
+void write_routing_summary() {
+  std::string summary = routing_summary();
+  if (summary.empty()) return;
+  if (g_summary_path && !g_summary_path->empty()) {
+    std::string err = write_file_atomic(*g_summary_path, summary);
+    if (err.empty()) return;
+    log::warn("cannot write the routing summary: " + err);
+  }
+  log::warn(summary);
+}
 
 void at_exit() {
-  if (::getpid() != g_owner_pid) return;  // a forked child never writes its parent's file
+  if (::getpid() != g_owner_pid) return;  // a forked child never writes its parent's files
+  write_routing_summary();
   if (TraceWriter* w = g_writer.load()) w->write("exited", true);
 }
 
@@ -41,9 +57,11 @@ std::string current_dir() {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string(".");
 }
 
+std::string dir_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
 // The folder must exist and be writable now; otherwise say so once and do not trace at all.
 bool check_writable(const std::string& path) {
-  std::string dir = path.substr(0, path.rfind('/'));
+  std::string dir = dir_of(path);
   if (dir.empty()) dir = "/";
   if (::access(dir.c_str(), W_OK) == 0) return true;
   log::warn("cannot write the trace to " + path + ": " + std::strerror(errno) +
@@ -51,15 +69,10 @@ bool check_writable(const std::string& path) {
   return false;
 }
 
-int start(const bb_boot_info& boot) {
-  Config cfg = config_from_env([](const char* n) { return std::getenv(n); });
-  log::set_level(cfg.log_level);
-  for (const auto& p : cfg.problems) log::warn(p);
-  if (cfg.disabled || !cfg.trace) return 1;
-
+void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   RunInfo run = current_run_info(boot.torch_version);
   std::string path = planned_trace_path(cfg.trace_path, run.id, current_dir());
-  if (!check_writable(path)) return 1;
+  if (!check_writable(path)) return;
   static PathClaim claim;  // held for the life of the process
   std::string note;
   path = claim_trace_path(path, run.id.pid, claim, &note);
@@ -71,15 +84,48 @@ int start(const bb_boot_info& boot) {
   tracer::TraceStore* store = tracer::start_tracing(options);
   tracer::install_cuda_support();
 
-  g_owner_pid = ::getpid();
   auto* writer = new TraceWriter(store, path, std::move(run));  // never freed: used at exit
   g_writer.store(writer);
-  std::atexit(&at_exit);
-  pthread_atfork(nullptr, nullptr, &in_forked_child);
   if (!start_flusher([writer](const std::string& s, bool f) { writer->write(s, f); }, cfg.flush_seconds))
     log::warn("cannot start the background writer; the trace is written at exit only");
   install_signal_handlers();
   log::info("tracing torch " + std::string(boot.torch_version) + " ops to " + path);
+}
+
+void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
+  policy::Policy pol;  // implied: every op the backend provides, default settings
+  if (!cfg.policy.empty()) {
+    try {
+      pol = policy::load_policy(cfg.policy);
+    } catch (const trace::FormatError& e) {
+      log::warn(std::string("policy error: ") + e.what() + "; routing is off");
+      return;
+    }
+  }
+  const std::string dir = !cfg.backend.empty() ? cfg.backend : pol.backend.value_or("");
+  if (dir.empty()) {
+    log::warn("BB_POLICY names no backend and BB_BACKEND is not set; routing is off");
+    return;
+  }
+  auto tc = backends::make_toolchain(dir_of(boot.torch_lib), boot.torch_version,
+                                     std::string(boot.lib_dir) + "/../include", "");
+  backends::Backend backend = backends::load_backend(dir, tc);
+  for (const auto& problem : backend.problems) log::warn("backend " + problem);
+  const int routed = start_routing(std::move(backend), std::move(pol));
+  g_summary_path = new std::string(cfg.summary);
+  log::info("routing " + std::to_string(routed) + " ops to the backend in " + dir);
+}
+
+int start(const bb_boot_info& boot) {
+  Config cfg = config_from_env([](const char* n) { return std::getenv(n); });
+  log::set_level(cfg.log_level);
+  for (const auto& p : cfg.problems) log::warn(p);
+  if (cfg.disabled) return 1;
+  g_owner_pid = ::getpid();
+  if (cfg.trace) start_tracing_here(cfg, boot);
+  if (!cfg.backend.empty() || !cfg.policy.empty()) start_routing_here(cfg, boot);
+  std::atexit(&at_exit);
+  pthread_atfork(nullptr, nullptr, &in_forked_child);
   return 0;
 }
 

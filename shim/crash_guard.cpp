@@ -1,0 +1,76 @@
+#include "shim/crash_guard.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/stacktrace.hpp>
+#include <cstring>
+
+namespace bb::shim {
+namespace {
+
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction g_previous[65];
+thread_local const CrashContext* t_context = nullptr;
+
+void write_all(const char* text) {
+  size_t left = std::strlen(text);
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, text, left);
+    if (n <= 0) return;
+    text += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void report_crash(int sig) {
+  const CrashContext* c = t_context;
+  if (!c) return;
+  t_context = nullptr;  // a crash while reporting must not report again
+  write_all("[bbshim] ");
+  write_all(strsignal(sig));
+  write_all(" in the generated kernel for ");
+  write_all(c->op.c_str());
+  write_all(" (");
+  write_all(c->file.c_str());
+  write_all(")\n");
+  // Not async-signal-safe, but the process is going down anyway; the line above is already out.
+  write_all(boost::stacktrace::to_string(boost::stacktrace::stacktrace()).c_str());
+}
+
+void reinstall_previous(int sig) { ::sigaction(sig, &g_previous[sig], nullptr); }
+
+void on_fatal(int sig, siginfo_t* info, void* context) {
+  report_crash(sig);
+  // Hand the signal back: the previous handler (Python's faulthandler, the default action) decides.
+  reinstall_previous(sig);
+  const struct sigaction& prev = g_previous[sig];
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
+    prev.sa_handler(sig);
+  } else if (sig == SIGABRT || info->si_code <= 0) {
+    ::raise(sig);  // sent, not a fault: returning would not repeat it
+  }
+  // A fault (SEGV, BUS, FPE, ILL) repeats when the handler returns, now with the previous action.
+}
+
+}  // namespace
+
+CrashContext::CrashContext(const std::string& o, const std::string& f) : outer(t_context), op(o), file(f) {
+  t_context = this;
+}
+
+CrashContext::~CrashContext() { t_context = outer; }
+
+void install_crash_guard() {
+  for (int sig : kSignals) {
+    struct sigaction sa{};
+    sa.sa_sigaction = &on_fatal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, &g_previous[sig]);
+  }
+}
+
+}  // namespace bb::shim

@@ -1,0 +1,281 @@
+#include "shim/router.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <iomanip>
+#include <mutex>
+#include <sstream>
+
+#include "backends/op_names.h"
+#include "policy/compare.h"
+#include "shim/crash_guard.h"
+#include "tracer/int_range.h"
+#include "tracer/log.h"
+#include "tracer/names.h"
+#include "tracer/observer.h"
+
+namespace bb::shim {
+namespace {
+
+using Stack = torch::jit::Stack;
+
+constexpr size_t kMismatchesKept = 5;
+
+struct OpStats {
+  std::atomic<uint64_t> calls{0}, routed{0}, declined{0}, unmet{0}, passthrough{0}, errors{0}, native_calls{0},
+      shadowed{0}, mismatched{0};
+  std::mutex mu;
+  std::string first_decline, first_error;
+  std::vector<std::string> mismatches;  // the first kMismatchesKept, as text
+};
+
+struct Route;
+struct ActiveKernel {  // a generated kernel running on this thread
+  const Route* route;
+  bool reentered;
+  ActiveKernel* outer;
+};
+thread_local ActiveKernel* t_active = nullptr;
+thread_local int t_bypass = 0;  // > 0: our own ATen calls (clones, comparisons) are never routed
+
+struct Bypass {
+  Bypass() { ++t_bypass; }
+  ~Bypass() { --t_bypass; }
+  Bypass(const Bypass&) = delete;
+  Bypass& operator=(const Bypass&) = delete;
+};
+
+enum class Outcome { Routed, Declined, Failed, Reentered };
+
+std::string args_text(c10::ArrayRef<c10::IValue> args) {
+  std::ostringstream s;
+  bool first = true;
+  for (const auto& a : args) {
+    if (!a.isTensor() || !a.toTensor().defined()) continue;
+    const auto& t = a.toTensor();
+    s << (first ? "" : ", ") << names::dtype(t.scalar_type()) << t.sizes();
+    first = false;
+  }
+  return s.str();
+}
+
+bool plain_inputs(c10::ArrayRef<c10::IValue> args) {
+  auto plain = [](const c10::IValue& v) {
+    return !v.isTensor() || !v.toTensor().defined() || tracer::is_plain_dense(v.toTensor());
+  };
+  for (const auto& a : args) {
+    if (!plain(a)) return false;
+    if (a.isTensorList() || a.isList())
+      for (const auto& x : a.toListRef())
+        if (!plain(x)) return false;
+  }
+  return true;
+}
+
+c10::IValue clone_value(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v;
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(t.clone());
+    return out;
+  }
+  if (v.isList()) {  // Tensor?[] and friends
+    c10::impl::GenericList out(v.toList().elementType());
+    for (const auto& x : v.toListRef()) out.push_back(clone_value(x));
+    return out;
+  }
+  return v;
+}
+
+struct Route final : c10::OperatorKernel {
+  Route(backends::LoadedKernel k, policy::OpPolicy r, const policy::Policy* p)
+      : kernel(std::move(k)), rule(std::move(r)), policy(p), nargs(kernel.handle.schema().arguments().size()) {}
+
+  backends::LoadedKernel kernel;
+  policy::OpPolicy rule;
+  const policy::Policy* policy;
+  size_t nargs;
+  mutable OpStats stats;
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) {
+    stats.calls.fetch_add(1, std::memory_order_relaxed);
+    auto args = torch::jit::last(*stack, nargs);
+    if (t_bypass || rule.mode == policy::Mode::Off) return native(op, ks, stack);
+    if (!plain_inputs(args)) {  // meta, fake, sparse, quantized, wrapped: not ours
+      stats.passthrough.fetch_add(1, std::memory_order_relaxed);
+      return native(op, ks, stack);
+    }
+    if (policy::unmet(rule.when, args)) {
+      stats.unmet.fetch_add(1, std::memory_order_relaxed);
+      return native(op, ks, stack);
+    }
+    for (ActiveKernel* a = t_active; a; a = a->outer) {
+      if (a->route != this) continue;
+      a->reentered = true;  // the generated kernel calls the op it replaces: serve it natively
+      return native(op, ks, stack);
+    }
+    if (rule.mode == policy::Mode::Shadow) return shadow(op, ks, stack);
+    const size_t base = stack->size() - nargs;
+    Stack saved(stack->begin() + base, stack->end());
+    if (call_generated(op, ks, stack) == Outcome::Routed) {
+      stats.routed.fetch_add(1, std::memory_order_relaxed);
+      tracer::mark_routed();
+      return;
+    }
+    stack->resize(base);
+    stack->insert(stack->end(), saved.begin(), saved.end());
+    native(op, ks, stack);
+  }
+
+  static void native(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) {
+    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::BackendSelect),
+                       stack);
+  }
+
+  std::string where() const { return kernel.op + " (" + kernel.source + ")"; }
+
+  Outcome call_generated(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) const {
+    ActiveKernel frame{this, false, t_active};
+    struct Restore {
+      ActiveKernel* outer;
+      ~Restore() { t_active = outer; }
+    } restore{t_active};
+    t_active = &frame;
+    try {
+      CrashContext crash(kernel.op, kernel.source);
+      kernel.kernel->function.callBoxed(op, ks, stack);
+    } catch (const bb::Decline& d) {
+      note_once(stats.first_decline, d.what());
+      stats.declined.fetch_add(1, std::memory_order_relaxed);
+      return Outcome::Declined;
+    } catch (const std::exception& e) {
+      stats.errors.fetch_add(1, std::memory_order_relaxed);
+      note_once(stats.first_error, e.what());
+      if (rule.on_error == policy::OnError::Raise) throw;
+      log::warn_once("kernel-error:" + kernel.op, "generated kernel for " + where() + " failed: " +
+                                                      first_line(e.what()) +
+                                                      "; the native kernel ran instead (later failures are counted)");
+      return Outcome::Failed;
+    }
+    if (!frame.reentered) return Outcome::Routed;
+    stats.native_calls.fetch_add(1, std::memory_order_relaxed);
+    log::warn_once("reentry:" + kernel.op, "generated kernel for " + where() + " calls " + kernel.op +
+                                               " itself; its result was discarded and the native kernel ran");
+    return Outcome::Reentered;
+  }
+
+  void shadow(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) const {
+    const size_t base = stack->size() - nargs;
+    Stack mine;
+    {
+      Bypass bypass;
+      at::RecordFunctionGuard untraced(false);
+      for (size_t k = base; k < stack->size(); ++k) mine.push_back(clone_value((*stack)[k]));
+    }
+    const std::string signature = args_text(torch::jit::last(*stack, nargs));
+    native(op, ks, stack);  // the program continues with these results
+    if (call_generated(op, ks, &mine) != Outcome::Routed) return;
+    stats.shadowed.fetch_add(1, std::memory_order_relaxed);  // compared
+    Bypass bypass;
+    at::RecordFunctionGuard untraced(false);
+    auto tol = [this](c10::ScalarType t) { return policy::tolerance_for(*policy, rule, t); };
+    const size_t outputs = stack->size() - base;
+    std::optional<policy::Mismatch> m;
+    if (mine.size() != outputs) {
+      m = policy::Mismatch{"count", std::to_string(mine.size()) + " outputs, native gave " + std::to_string(outputs)};
+    }
+    for (size_t k = 0; !m && k < outputs; ++k)
+      m = policy::compare_values((*stack)[base + k], mine[k], tol, "output " + std::to_string(k));
+    if (!m) return;
+    stats.mismatched.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(stats.mu);
+    if (stats.mismatches.size() < kMismatchesKept) stats.mismatches.push_back("(" + signature + ") " + m->detail);
+  }
+
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+  void note_once(std::string& slot, const std::string& text) const {
+    std::lock_guard<std::mutex> lock(stats.mu);
+    if (slot.empty()) slot = first_line(text);
+  }
+};
+
+std::mutex g_mu;
+std::vector<const Route*>* g_routes = new std::vector<const Route*>();  // owned by the dispatcher
+std::string g_backend_dir, g_policy_source;
+
+std::string impl_name(const std::string& op) {
+  auto [name, overload] = backends::split_op(op);
+  name = name.substr(name.rfind("::") + 2);
+  return overload.empty() ? name : name + "." + overload;
+}
+
+}  // namespace
+
+int start_routing(backends::Backend backend, policy::Policy policy) {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true)) return 0;
+  auto* kept_policy = new policy::Policy(std::move(policy));  // lives as long as the routes
+  auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect, __FILE__, __LINE__);
+  const bool implied = kept_policy->source.empty();
+  int routed = 0;
+  for (auto& k : backend.kernels) {
+    const policy::OpPolicy* rule = kept_policy->find(k.op);
+    if (!rule && !implied) continue;  // the policy narrows the backend to the ops it names
+    policy::OpPolicy effective = rule ? *rule : kept_policy->defaults;
+    effective.op = k.op;
+    auto route = std::make_unique<Route>(k, effective, kept_policy);
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_routes->push_back(route.get());
+    lib->impl(impl_name(k.op).c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(route)));
+    ++routed;
+  }
+  for (const auto& rule : kept_policy->ops) {
+    bool found = false;
+    for (const auto& k : backend.kernels) found |= k.op == rule.op;
+    if (!found)
+      log::warn(kept_policy->source + ":" + std::to_string(rule.line) + ": " + rule.op +
+                " is in the policy but the backend has no usable kernel for it");
+  }
+  g_backend_dir = backend.dir;
+  g_policy_source = implied ? "" : kept_policy->source;
+  if (routed) install_crash_guard();
+  return routed;
+}
+
+std::string routing_summary() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_routes->empty()) return "";
+  std::ostringstream s;
+  s << "routing summary: backend " << g_backend_dir
+    << (g_policy_source.empty() ? "" : ", policy " + g_policy_source) << "\n";
+  s << "  " << std::left << std::setw(36) << "op" << std::right << std::setw(7) << "mode" << std::setw(10)
+    << "calls" << std::setw(10) << "routed" << std::setw(10) << "declined" << std::setw(8) << "unmet"
+    << std::setw(8) << "passed" << std::setw(8) << "errors" << std::setw(8) << "reentry" << std::setw(10)
+    << "mismatch" << "\n";
+  std::ostringstream notes;
+  for (const Route* r : *g_routes) {
+    const OpStats& st = r->stats;
+    s << "  " << std::left << std::setw(36) << r->kernel.op << std::right << std::setw(7)
+      << policy::to_string(r->rule.mode) << std::setw(10) << st.calls.load() << std::setw(10) << st.routed.load()
+      << std::setw(10) << st.declined.load() << std::setw(8) << st.unmet.load() << std::setw(8)
+      << st.passthrough.load() << std::setw(8) << st.errors.load() << std::setw(8) << st.native_calls.load()
+      << std::setw(10)
+      << (r->rule.mode == policy::Mode::Shadow
+              ? std::to_string(st.mismatched.load()) + "/" + std::to_string(st.shadowed.load())
+              : "-")
+      << "\n";
+    std::lock_guard<std::mutex> lock(r->stats.mu);
+    if (!st.first_error.empty()) notes << "  " << r->kernel.op << ": first error: " << st.first_error << "\n";
+    if (!st.first_decline.empty()) notes << "  " << r->kernel.op << ": first decline: " << st.first_decline << "\n";
+    for (const auto& m : st.mismatches) notes << "  " << r->kernel.op << " shadow mismatch " << m << "\n";
+  }
+  s << "  (unmet: the policy's condition was false; passed: meta/fake/sparse/quantized inputs; reentry: the "
+       "kernel called the op it replaces)\n";
+  return s.str() + notes.str();
+}
+
+}  // namespace bb::shim
