@@ -1,0 +1,4 @@
+#include <ATen/ATen.h>
+
+// Forgot BB_KERNEL.
+at::Tensor unregistered_neg(const at::Tensor& x) { return -x; }

@@ -1,0 +1,1 @@
+// Lives in a folder whose name says no op.

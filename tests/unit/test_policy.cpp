@@ -1,0 +1,121 @@
+// Policy parsing (with the positions of errors), condition evaluation, tolerances, comparisons,
+// backend folder names.
+#include <ATen/ATen.h>
+
+#include "backends/op_names.h"
+#include "catch.h"
+#include "policy/compare.h"
+#include "policy/policy.h"
+#include "tracer/trace_yaml.h"
+
+using namespace bb::policy;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_policy(text, "p.yaml");
+  } catch (const bb::trace::FormatError& e) {
+    return std::string(e.what()).substr(std::string("p.yaml:").size());
+  }
+  return "no error";
+}
+
+std::vector<c10::IValue> args(std::initializer_list<c10::IValue> v) { return v; }
+
+}  // namespace
+
+TEST_CASE("a full policy parses") {
+  Policy p = parse_policy(R"(version: 1
+backend: ../kernels
+default: {mode: shadow, on_error: raise, tolerance: {float32: {rtol: 1e-4, atol: 1e-6}}}
+ops:
+  aten::relu: {}
+  aten::add.Tensor:
+    mode: route
+    when: {device: [cpu, cuda], dtype: [float32, bfloat16], contiguous: true, rank: [1, 4], numel: [1, 1e9]}
+    tolerance: {bfloat16: {rtol: 0.02, atol: 0.001}}
+)", "/etc/bb/policy.yaml");
+  CHECK(*p.backend == "/etc/bb/../kernels");
+  REQUIRE(p.ops.size() == 2);
+  const OpPolicy* relu = p.find("aten::relu");
+  REQUIRE(relu);
+  CHECK(relu->mode == Mode::Shadow);  // from the defaults
+  CHECK(relu->on_error == OnError::Raise);
+  CHECK(relu->line == 5);
+  const OpPolicy* add = p.find("aten::add.Tensor");
+  CHECK(add->mode == Mode::Route);
+  CHECK(add->when.devices == std::vector<c10::DeviceType>{c10::kCPU, c10::kCUDA});
+  CHECK(add->when.dtypes == std::vector<c10::ScalarType>{at::kFloat, at::kBFloat16});
+  CHECK(*add->when.contiguous);
+  CHECK(add->when.numel->second == 1000000000);
+  CHECK(tolerance_for(p, *add, at::kBFloat16).rtol == 0.02);
+  CHECK(tolerance_for(p, *add, at::kFloat).rtol == 1e-4);    // policy default
+  CHECK(tolerance_for(p, *add, at::kDouble).rtol == 1e-7);   // torch.testing's
+  CHECK(tolerance_for(p, *add, at::kLong).atol == 0);        // integers: exact
+  CHECK_FALSE(p.find("aten::neg"));
+}
+
+TEST_CASE("policy errors say file, line, column and what is wrong") {
+  CHECK(error_of("ops: {}\n") == "1:1: missing key 'version'");
+  CHECK(error_of("version: 2\nops: {}\n") == "1:10: unsupported policy version (this build reads 1)");
+  CHECK(error_of("version: 1\nops: {}\nextra: 1\n") == "3:1: unknown key 'extra' (expected version, backend, default, ops)");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {mode: fast}\n") == "3:22: mode 'fast' is not route, shadow or off");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {on_error: ignore}\n") ==
+        "3:26: on_error 'ignore' is not fallback or raise");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {rank: [4, 1]}}\n") ==
+        "3:29: rank must be [min, max] with 0 <= min <= max");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {device: [gpu]}}\n") == "3:32: unknown device type 'gpu'");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {device: [cuda:1]}}\n") ==
+        "3:32: device 'cuda:1': give a device type (cpu, cuda), not an index");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {tolerance: {float32: {rtol: -1, atol: 0}}}\n") ==
+        "3:37: tolerances must not be negative");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {}\n  aten::relu: {}\n") == "4:3: aten::relu appears twice");
+  CHECK(error_of("version: 1\nops: [aten::relu]\n") ==
+        "2:6: expected 'ops' to map op names (aten::add.Tensor) to their settings");
+}
+
+TEST_CASE("conditions read metadata only") {
+  Condition c;
+  c.devices = {c10::kCPU};
+  c.dtypes = {at::kFloat};
+  c.rank = {1, 2};
+  c.numel = {1, 100};
+  CHECK(unmet(c, args({at::ones({3, 4})})) == nullptr);
+  CHECK(std::string(unmet(c, args({at::ones({3, 4}, at::kDouble)}))) == "dtype");
+  CHECK(std::string(unmet(c, args({at::ones({2, 2, 2})}))) == "rank");
+  CHECK(std::string(unmet(c, args({at::ones({200})}))) == "numel");
+  CHECK(std::string(unmet(c, args({at::ones({3}, at::TensorOptions().device(at::kMeta))}))) == "device");
+  c.contiguous = true;
+  CHECK(std::string(unmet(c, args({at::ones({3, 4}).t()}))) == "contiguity");
+  CHECK(std::string(unmet(c, args({c10::IValue(int64_t{3})}))) == "no tensor argument");
+  CHECK(unmet(Condition{}, args({c10::IValue(int64_t{3})})) == nullptr);  // no condition: always met
+}
+
+TEST_CASE("comparisons: tolerance, NaN positions, shapes, integers") {
+  auto a = at::tensor({1.0f, 2.0f, NAN, 4.0f});
+  CHECK_FALSE(compare_tensors(a, a.clone(), {0, 0}));
+  CHECK_FALSE(compare_tensors(a, a + 1e-7, {1e-6, 0}));
+  auto m = compare_tensors(a, at::tensor({1.0f, 2.5f, NAN, 4.0f}), {1e-6, 1e-5});
+  REQUIRE(m);
+  CHECK(m->what == "values");
+  CHECK(m->first_index == 1);
+  CHECK(m->max_abs == Approx(0.5));
+  CHECK(m->detail.find("1 of 4 elements differ; first at flat index 1 (expected 2, got 2.5)") != std::string::npos);
+  CHECK(compare_tensors(a, at::tensor({1.0f, 2.0f, 3.0f, 4.0f}), {1, 1})->what == "values");  // NaN lost
+  CHECK(compare_tensors(a, at::ones({2, 2}), {1, 1})->what == "shape");
+  CHECK(compare_tensors(a, a.to(at::kDouble), {1, 1})->what == "dtype");
+  CHECK(compare_tensors(at::tensor({1, 2}), at::tensor({1, 3}), default_tolerance(at::kLong))->first_index == 1);
+}
+
+TEST_CASE("backend folder names follow BackendBench's") {
+  using namespace bb::backends;
+  CHECK(*op_from_folder("add__Tensor") == "aten::add.Tensor");
+  CHECK(*op_from_folder("relu__default") == "aten::relu");
+  CHECK(*op_from_folder("native_layer_norm__default") == "aten::native_layer_norm");
+  CHECK(*op_from_folder("__and____Tensor") == "aten::__and__.Tensor");
+  CHECK_FALSE(op_from_folder("relu"));
+  CHECK(folder_from_op("aten::add.Tensor") == "add__Tensor");
+  CHECK(folder_from_op("aten::relu") == "relu__default");
+  CHECK(folder_from_op("aten::__and__.Tensor") == "__and____Tensor");
+}
