@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -82,6 +84,11 @@ void make_dirs(const std::string& path) {
     pos = path.find('/', pos + 1);
     ::mkdir(path.substr(0, pos).c_str(), 0755);
   }
+}
+
+std::string canonical_dir(const std::string& dir) {
+  char buf[PATH_MAX];
+  return ::realpath(dir.c_str(), buf) ? std::string(buf) : dir;
 }
 
 struct Hash {  // two independent 64-bit FNV-1a streams: a 128-bit cache key
@@ -166,6 +173,18 @@ std::string cache_key(const KernelDir& d, const Toolchain& tc, const std::string
   return h.hex();
 }
 
+// The first GPU's compute capability as nvcc spells it ("90"), from nvidia-smi; 90 without one.
+std::string detect_cuda_arch(const std::string& scratch) {
+  const std::string log = scratch + "/.arch." + std::to_string(::getpid());
+  run_parallel({Command{{"nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"}, log}}, 1);
+  std::string text = read_text(log);
+  ::unlink(log.c_str());
+  std::string digits;
+  for (char c : text.substr(0, text.find('\n')))
+    if (std::isdigit(static_cast<unsigned char>(c))) digits += c;
+  return digits.size() >= 2 && digits.size() <= 3 ? digits : "90";
+}
+
 std::string last_lines(const std::string& text, size_t n) {
   std::vector<std::string> lines;
   size_t start = 0;
@@ -192,12 +211,12 @@ Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& to
   Toolchain tc;
   tc.cxx = env("BB_CXX") ? env("BB_CXX") : env("CXX") ? env("CXX") : "c++";
   tc.nvcc = default_nvcc();
-  tc.torch_root = torch_lib_dir.substr(0, torch_lib_dir.rfind('/'));
+  tc.torch_root = canonical_dir(torch_lib_dir.substr(0, torch_lib_dir.rfind('/')));
   tc.torch_version = torch_version;
   tc.torch_cuda = is_file(torch_lib_dir + "/libtorch_cuda.so");
   tc.cxx11_abi = _GLIBCXX_USE_CXX11_ABI;
-  tc.kernel_include = kernel_include;
-  tc.cuda_arch = env("BB_CUDA_ARCH") ? env("BB_CUDA_ARCH") : cuda_arch.empty() ? "90" : cuda_arch;
+  tc.kernel_include = canonical_dir(kernel_include);  // one spelling, one cache entry
+  tc.cuda_arch = env("BB_CUDA_ARCH") ? env("BB_CUDA_ARCH") : cuda_arch;  // "" = ask the GPU when needed
   tc.cache_dir = default_cache();
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   tc.jobs = env("BB_JOBS") ? std::max(1, std::atoi(env("BB_JOBS"))) : static_cast<int>(std::max(1L, cpus));
@@ -232,7 +251,8 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
   return out;
 }
 
-std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolchain& tc) {
+std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolchain& given) {
+  Toolchain tc = given;
   std::vector<Built> built(dirs.size());
   std::vector<Command> commands;
   std::vector<size_t> which;
@@ -250,7 +270,10 @@ std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolc
       built[i].error = d.path + ": CUDA sources but no nvcc (set BB_NVCC or CUDA_HOME)";
       continue;
     }
-    if (uses_cuda(d) && nvcc_id.empty()) nvcc_id = compiler_identity(tc.nvcc, tc.cache_dir);
+    if (uses_cuda(d) && nvcc_id.empty()) {
+      nvcc_id = compiler_identity(tc.nvcc, tc.cache_dir);
+      if (tc.cuda_arch.empty()) tc.cuda_arch = detect_cuda_arch(tc.cache_dir);
+    }
     const std::string entry = tc.cache_dir + "/" + cache_key(d, tc, uses_cuda(d) ? nvcc_id + cxx_id : cxx_id);
     if (is_file(entry + "/kernel.so")) {
       built[i] = {entry + "/kernel.so", "", true};

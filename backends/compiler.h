@@ -15,12 +15,12 @@ struct Toolchain {
   bool torch_cuda = false;     // torch ships libtorch_cuda.so
   int cxx11_abi = 1;
   std::string kernel_include;  // the folder holding bb/kernel.h
-  std::string cuda_arch;       // BB_CUDA_ARCH, e.g. 90; else the caller's GPU; else 90
+  std::string cuda_arch;       // BB_CUDA_ARCH, e.g. 90; "" = the first GPU's (nvidia-smi), else 90
   std::string cache_dir;       // BB_CACHE, else $XDG_CACHE_HOME/bbshim, else ~/.cache/bbshim
   int jobs = 1;                // BB_JOBS, else the number of CPUs
 };
 
-// Defaults from the environment; `cuda_arch` may be empty (then BB_CUDA_ARCH or 90).
+// Defaults from the environment; `cuda_arch` may be empty (then BB_CUDA_ARCH, else detected).
 Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& torch_version,
                          const std::string& kernel_include, const std::string& cuda_arch);
 
