@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """What tracing costs, end to end, in one run.
 
-For each configuration — no preload, preload with BB_DISABLE=1, preload tracing, and
-torch.profiler(record_shapes=True) without the preload — a fresh process measures:
+For each configuration — no preload, preload with BB_DISABLE=1, preload tracing,
+torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
+sample backend under a policy whose condition is false for these calls (tracing off: the cost of
+deciding not to route) — a fresh process measures:
   * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs;
   * per-step time of a training step (the example model, or GPT-2 small with --model gpt2), median.
 Configurations run interleaved, --rounds times, each round in fresh processes. Per-op time is the best
@@ -21,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "traced", "profiler"]
+CONFIGS = ["none", "disabled", "traced", "profiler", "route-unmet"]
+UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
 
 def tiny_op_us(device, iters, reps):
@@ -42,6 +45,7 @@ def tiny_op_us(device, iters, reps):
 
 
 def make_step(model, device, batch, seq):
+    """A function that runs one training step and returns its loss."""
     import torch
     if model == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -52,8 +56,10 @@ def make_step(model, device, batch, seq):
 
         def step():
             opt.zero_grad(set_to_none=True)
-            net(input_ids=ids, labels=ids).loss.backward()
+            loss = net(input_ids=ids, labels=ids).loss
+            loss.backward()
             opt.step()
+            return loss
         return step
     sys.path.insert(0, str(ROOT / "examples"))
     import train_small
@@ -98,11 +104,17 @@ def worker(args):
 
 def run_config(args, config):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
-    if config in ("disabled", "traced"):
+    if config in ("disabled", "traced", "route-unmet"):
         env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
         env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
     if config == "disabled":
         env["BB_DISABLE"] = "1"
+    if config == "route-unmet":
+        policy = os.path.join(args.tmp, "unmet.yaml")
+        Path(policy).write_text(UNMET_POLICY)
+        backend = "cuda_example" if args.device == "cuda" else "cpu_reference"
+        env.update(BB_TRACE="off", BB_POLICY=policy, BB_BACKEND=str(ROOT / "backends" / backend),
+                   BB_SUMMARY=os.path.join(args.tmp, "summary.txt"))
     cmd = [sys.executable, __file__, "--worker", "--config", config] + args.passthrough
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
@@ -166,10 +178,10 @@ def main():
     print(f"tiny op: torch.add on 1-element {args.device} tensors, best of {args.reps} x {args.iters} per "
           f"process, best over {args.rounds} rounds (median in brackets); step: {model}, median of "
           f"{args.steps} steps, median over rounds")
-    print(f"{'config':<10}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
+    print(f"{'config':<12}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
     for c in CONFIGS:
         m = med[c]
-        print(f"{c:<10}{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
+        print(f"{c:<12}{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
               f"{m['op_us'] - base['op_us']:>+10.2f}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}")
     prof_cost = med["profiler"]["op_us"] - base["op_us"]
     ours = med["traced"]["op_us"] - base["op_us"]

@@ -2,7 +2,8 @@
 import sys
 import unittest
 
-from support import EXAMPLE, PYTHON, TempDirTest, cuda_available, load_trace, preload_env, run
+from support import (EXAMPLE, HERE, PYTHON, ROOT, TempDirTest, base_env, cuda_available, load_trace, preload_env,
+                     run)
 from test_profiler_oracle import profile_and_trace
 
 GRAPH = """
@@ -44,6 +45,26 @@ class Cuda(TempDirTest):
     def test_value_probe_stays_out_of_graph_capture(self):
         r = run([PYTHON, "-c", GRAPH], preload_env(BB_TRACE=self.dir / "g.yaml"))
         self.assertEqual((r.returncode, r.stdout.strip(), r.stderr), (0, "True", ""))
+
+    def test_training_routed_to_cuda_example_matches_native(self):
+        import torch
+        from test_routing import summary_row
+        native, routed = self.dir / "native.pt", self.dir / "routed.pt"
+        a = run([PYTHON, HERE / "train_and_dump.py", native, "--device", "cuda"], base_env())
+        env = preload_env(BB_BACKEND=ROOT / "backends" / "cuda_example", BB_TRACE="off", BB_SUMMARY=self.dir / "s.txt")
+        b = run([PYTHON, HERE / "train_and_dump.py", routed, "--device", "cuda"], env, timeout=1800)
+        self.assertEqual((a.returncode, b.returncode), (0, 0), a.stderr + b.stderr)
+        summary = (self.dir / "s.txt").read_text()
+        for op in ("aten::addmm", "aten::native_layer_norm", "aten::_softmax", "aten::gelu", "aten::gelu_backward",
+                   "aten::threshold_backward", "aten::relu", "aten::add.Tensor", "aten::sum.dim_IntList"):
+            row = summary_row(summary, op)
+            self.assertGreater(int(row["routed"]), 0, op + "\n" + summary)
+            self.assertEqual(row["errors"], "0", op + "\n" + summary)
+        for n, r in zip(map(float, a.stdout.split()), map(float, b.stdout.split())):
+            self.assertAlmostEqual(n, r, delta=1e-4 * abs(n))
+        ga, gb = torch.load(native), torch.load(routed)
+        for name in ga:
+            torch.testing.assert_close(gb[name], ga[name], rtol=1e-3, atol=1e-5, msg=name)
 
     def test_leaf_signatures_match_torch_profiler_on_cuda(self):
         (prof_leaf, _), (ours_leaf, _) = profile_and_trace(self, "--steps", "2", "--device", "cuda")
