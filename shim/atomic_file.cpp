@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tracer/log.h"
+
 namespace bb::shim {
 namespace {
 
@@ -20,26 +22,13 @@ std::string failure(const char* what, const std::string& file) {
   return std::string(what) + " " + file + ": " + std::strerror(errno);
 }
 
-bool write_all(int fd, const std::string& text) {
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = temp_name(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return failure("cannot create", tmp);
-  if (!write_all(fd, text)) {
+  if (!log::write_fully(fd, text.data(), text.size())) {
     std::string err = failure("cannot write", tmp);
     ::close(fd);
     ::unlink(tmp.c_str());

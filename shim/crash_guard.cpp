@@ -6,6 +6,9 @@
 #include <boost/stacktrace.hpp>
 #include <cstring>
 
+#include "shim/signals.h"
+#include "tracer/log.h"
+
 namespace bb::shim {
 namespace {
 
@@ -13,15 +16,7 @@ constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction g_previous[65];
 thread_local const CrashContext* t_context = nullptr;
 
-void write_all(const char* text) {
-  size_t left = std::strlen(text);
-  while (left > 0) {
-    ssize_t n = ::write(STDERR_FILENO, text, left);
-    if (n <= 0) return;
-    text += n;
-    left -= static_cast<size_t>(n);
-  }
-}
+void write_all(const char* text) { log::write_fully(STDERR_FILENO, text, std::strlen(text)); }
 
 void report_crash(int sig) {
   const CrashContext* c = t_context;
@@ -44,14 +39,8 @@ void on_fatal(int sig, siginfo_t* info, void* context) {
   report_crash(sig);
   // Hand the signal back: the previous handler (Python's faulthandler, the default action) decides.
   reinstall_previous(sig);
-  const struct sigaction& prev = g_previous[sig];
-  if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction) prev.sa_sigaction(sig, info, context);
-  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
-    prev.sa_handler(sig);
-  } else if (sig == SIGABRT || info->si_code <= 0) {
+  if (!call_previous_handler(g_previous[sig], sig, info, context) && (sig == SIGABRT || info->si_code <= 0))
     ::raise(sig);  // sent, not a fault: returning would not repeat it
-  }
   // A fault (SEGV, BUS, FPE, ILL) repeats when the handler returns, now with the previous action.
 }
 
@@ -64,13 +53,7 @@ CrashContext::CrashContext(const std::string& o, const std::string& f) : outer(t
 CrashContext::~CrashContext() { t_context = outer; }
 
 void install_crash_guard() {
-  for (int sig : kSignals) {
-    struct sigaction sa{};
-    sa.sa_sigaction = &on_fatal;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(sig, &sa, &g_previous[sig]);
-  }
+  for (int sig : kSignals) install_handler(sig, &on_fatal, SA_ONSTACK, &g_previous[sig]);
 }
 
 }  // namespace bb::shim

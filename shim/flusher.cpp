@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "shim/signals.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
 
@@ -55,15 +56,6 @@ void die_of(int sig) {
   ::kill(::getpid(), sig);
 }
 
-void chain(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& prev = g_previous[sig];
-  if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction) prev.sa_sigaction(sig, info, context);
-  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
-    prev.sa_handler(sig);
-  }
-}
-
 // Asks the flusher for a write and waits (bounded) until it is on disk. Only async-signal-safe calls.
 void write_and_wait(int sig) {
   unsigned char byte;
@@ -84,7 +76,7 @@ void on_signal(int sig, siginfo_t* info, void* context) {
   const bool again = g_pending[sig].exchange(true);
   if (!again && g_running.load()) write_and_wait(sig);
   if (kills_by_default(g_previous[sig])) die_of(sig);
-  chain(sig, info, context);
+  call_previous_handler(g_previous[sig], sig, info, context);
   g_pending[sig].store(false);
   errno = saved_errno;
 }
@@ -162,13 +154,10 @@ bool start_flusher(WriteFn write, double interval_s) {
 
 void install_signal_handlers() {
   for (int sig : kSignals) {
-    struct sigaction sa{};
-    sa.sa_sigaction = &on_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
     if (::sigaction(sig, nullptr, &g_previous[sig]) != 0) continue;
+    // An ignored signal stays ignored (nohup'd programs keep ignoring SIGHUP).
     if (!(g_previous[sig].sa_flags & SA_SIGINFO) && g_previous[sig].sa_handler == SIG_IGN) continue;
-    if (::sigaction(sig, &sa, nullptr) == 0) g_installed[sig] = true;
+    if (install_handler(sig, &on_signal, SA_RESTART, nullptr)) g_installed[sig] = true;
   }
 }
 

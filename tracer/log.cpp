@@ -31,15 +31,18 @@ bool enabled(Level l) { return static_cast<int>(l) <= g_level.load(std::memory_o
 void write(Level l, const std::string& message) {
   if (!enabled(l)) return;
   std::string line = "[bbshim] " + message + "\n";
-  const char* p = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    ssize_t n = ::write(STDERR_FILENO, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // stderr closed or full: drop the message, never block or fail the program
-    p += n;
-    left -= static_cast<size_t>(n);
+  write_fully(STDERR_FILENO, line.data(), line.size());  // stderr closed: the message is dropped
+}
+
+bool write_fully(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
   }
+  return true;
 }
 
 std::string stacktrace() { return boost::stacktrace::to_string(boost::stacktrace::stacktrace()); }
