@@ -148,12 +148,15 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--build", default=str(ROOT / "build"))
+    p.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, comma-separated "
+                   f"(default: all of {','.join(CONFIGS)}; none is always measured)")
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--config", choices=CONFIGS, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return worker(args)
+    configs = ["none"] + [c for c in args.configs.split(",") if c in CONFIGS and c != "none"]
 
     args.passthrough = ["--device", args.device, "--model", args.model, "--batch", str(args.batch),
                         "--seq", str(args.seq), "--iters", str(args.iters), "--reps", str(args.reps),
@@ -161,16 +164,16 @@ def main():
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         args.tmp = tmp
-        rounds = {c: [] for c in CONFIGS}
+        rounds = {c: [] for c in configs}
         for r in range(args.rounds):
-            for c in CONFIGS:
+            for c in configs:
                 rounds[c].append(run_config(args, c))
                 print(f"round {r + 1}/{args.rounds} {c}: {rounds[c][-1]['op_us']:.2f} us/op, "
                       f"{rounds[c][-1]['step_ms']:.2f} ms/step", file=sys.stderr)
 
     med = {c: {"op_us": min(x["op_us"] for x in rounds[c]),
                "op_us_median": statistics.median(x["op_us"] for x in rounds[c]),
-               "step_ms": statistics.median(x["step_ms"] for x in rounds[c])} for c in CONFIGS}
+               "step_ms": statistics.median(x["step_ms"] for x in rounds[c])} for c in configs}
     base = med["none"]
     model = "GPT-2 small" if args.model == "gpt2" else "examples/train_small.py"
     model += f", batch {args.batch}" + (f", seq {args.seq}" if args.model == "gpt2" else "")
@@ -179,13 +182,13 @@ def main():
           f"process, best over {args.rounds} rounds (median in brackets); step: {model}, median of "
           f"{args.steps} steps, median over rounds")
     print(f"{'config':<12}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
-    for c in CONFIGS:
+    for c in configs:
         m = med[c]
         print(f"{c:<12}{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
               f"{m['op_us'] - base['op_us']:>+10.2f}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}")
-    prof_cost = med["profiler"]["op_us"] - base["op_us"]
-    ours = med["traced"]["op_us"] - base["op_us"]
-    if prof_cost > 0:
+    prof_cost = med["profiler"]["op_us"] - base["op_us"] if "profiler" in med else 0
+    ours = med["traced"]["op_us"] - base["op_us"] if "traced" in med else 0
+    if prof_cost > 0 and "traced" in med:
         print(f"tracing costs {ours / prof_cost:.2f}x the profiler's per-op overhead")
     if args.json:
         with open(args.json, "w") as f:

@@ -12,6 +12,7 @@
 #include "backends/op_names.h"
 #include "policy/compare.h"
 #include "shim/crash_guard.h"
+#include "shim/op_kinds.h"
 #include "tracer/int_range.h"
 #include "tracer/log.h"
 #include "tracer/names.h"
@@ -28,14 +29,15 @@ struct OpStats {
   std::atomic<uint64_t> calls{0}, routed{0}, declined{0}, unmet{0}, passthrough{0}, errors{0}, native_calls{0},
       shadowed{0}, mismatched{0};
   std::mutex mu;
-  std::string first_decline, first_error;
+  std::string first_decline, first_error, first_native_call;
   std::vector<std::string> mismatches;  // the first kMismatchesKept, as text
 };
 
 struct Route;
 struct ActiveKernel {  // a generated kernel running on this thread
   const Route* route;
-  bool reentered;
+  bool reentered;            // it called the op it replaces
+  std::string compute_op;    // the first compute op it called (it handed work to ATen), or ""
   ActiveKernel* outer;
 };
 thread_local ActiveKernel* t_active = nullptr;
@@ -48,7 +50,20 @@ struct Bypass {
   Bypass& operator=(const Bypass&) = delete;
 };
 
-enum class Outcome { Routed, Declined, Failed, Reentered };
+enum class Outcome { Routed, Declined, Failed, NativeCall };
+
+// Sees the ATen op calls of this thread while a generated kernel runs (a thread-local callback that
+// exists only then: calls outside generated kernels pay nothing); notes the first that is not
+// plumbing.
+std::unique_ptr<at::ObserverContext> watch_op(const at::RecordFunction& fn) {
+  ActiveKernel* active = t_active;
+  if (!active || !active->compute_op.empty()) return nullptr;
+  std::string op = fn.name();
+  const char* overload = fn.overload_name();
+  if (overload && *overload) op += std::string(".") + overload;
+  if (!is_plumbing_op(op)) active->compute_op = op;
+  return nullptr;
+}
 
 std::string args_text(c10::ArrayRef<c10::IValue> args) {
   std::ostringstream s;
@@ -139,11 +154,17 @@ struct Route final : c10::OperatorKernel {
   std::string where() const { return kernel.op + " (" + kernel.source + ")"; }
 
   Outcome call_generated(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) const {
-    ActiveKernel frame{this, false, t_active};
+    ActiveKernel frame{this, false, "", t_active};
     struct Restore {
       ActiveKernel* outer;
-      ~Restore() { t_active = outer; }
-    } restore{t_active};
+      std::optional<at::CallbackHandle> watch;
+      ~Restore() {
+        t_active = outer;
+        if (watch) at::removeCallback(*watch);
+      }
+    } restore{t_active, std::nullopt};
+    if (!frame.outer)  // the outermost generated kernel of this thread watches for all nested ones
+      restore.watch = at::addThreadLocalCallback(at::RecordFunctionCallback(&watch_op).scopes({at::RecordScope::FUNCTION}));
     t_active = &frame;
     try {
       CrashContext crash(kernel.op, kernel.source);
@@ -161,11 +182,13 @@ struct Route final : c10::OperatorKernel {
                                                       "; the native kernel ran instead (later failures are counted)");
       return Outcome::Failed;
     }
-    if (!frame.reentered) return Outcome::Routed;
+    if (!frame.reentered && frame.compute_op.empty()) return Outcome::Routed;
     stats.native_calls.fetch_add(1, std::memory_order_relaxed);
-    log::warn_once("reentry:" + kernel.op, "generated kernel for " + where() + " calls " + kernel.op +
-                                               " itself; its result was discarded and the native kernel ran");
-    return Outcome::Reentered;
+    const std::string what = frame.reentered ? kernel.op + " itself" : frame.compute_op + " (a compute op)";
+    note_once(stats.first_native_call, what);
+    log::warn_once("native:" + kernel.op, "generated kernel for " + where() + " calls " + what +
+                                              "; its result was discarded and the native kernel ran");
+    return Outcome::NativeCall;
   }
 
   void shadow(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) const {
@@ -255,7 +278,7 @@ std::string routing_summary() {
     << (g_policy_source.empty() ? "" : ", policy " + g_policy_source) << "\n";
   s << "  " << std::left << std::setw(36) << "op" << std::right << std::setw(7) << "mode" << std::setw(10)
     << "calls" << std::setw(10) << "routed" << std::setw(10) << "declined" << std::setw(8) << "unmet"
-    << std::setw(8) << "passed" << std::setw(8) << "errors" << std::setw(8) << "reentry" << std::setw(10)
+    << std::setw(8) << "passed" << std::setw(8) << "errors" << std::setw(8) << "native" << std::setw(10)
     << "mismatch" << "\n";
   std::ostringstream notes;
   for (const Route* r : *g_routes) {
@@ -272,10 +295,12 @@ std::string routing_summary() {
     std::lock_guard<std::mutex> lock(r->stats.mu);
     if (!st.first_error.empty()) notes << "  " << r->kernel.op << ": first error: " << st.first_error << "\n";
     if (!st.first_decline.empty()) notes << "  " << r->kernel.op << ": first decline: " << st.first_decline << "\n";
+    if (!st.first_native_call.empty())
+      notes << "  " << r->kernel.op << ": kernel calls " << st.first_native_call << "\n";
     for (const auto& m : st.mismatches) notes << "  " << r->kernel.op << " shadow mismatch " << m << "\n";
   }
-  s << "  (unmet: the policy's condition was false; passed: meta/fake/sparse/quantized inputs; reentry: the "
-       "kernel called the op it replaces)\n";
+  s << "  (unmet: the policy's condition was false; passed: meta/fake/sparse/quantized inputs; native: the "
+       "kernel called the op it replaces or another compute op, and native ran)\n";
   return s.str() + notes.str();
 }
 

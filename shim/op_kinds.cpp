@@ -1,0 +1,52 @@
+#include "shim/op_kinds.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "backends/op_names.h"
+
+namespace bb::shim {
+namespace {
+
+// By name without overload: allocation, copies, fills, scalar reads, dtype/device moves.
+const std::set<std::string>& allowed_names() {
+  static const std::set<std::string> names = {
+      "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided",
+      "aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::ones", "aten::ones_like", "aten::new_ones",
+      "aten::full", "aten::full_like", "aten::new_full", "aten::scalar_tensor", "aten::arange", "aten::fill_",
+      "aten::zero_", "aten::clone", "aten::copy_", "aten::contiguous", "aten::_to_copy", "aten::to",
+      "aten::resize_", "aten::item", "aten::_local_scalar_dense", "aten::lift_fresh", "aten::resolve_conj",
+      "aten::resolve_neg", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::set_",
+  };
+  return names;
+}
+
+// A view: the first return aliases an input without writing it (view, expand, permute, t, ...).
+bool is_view(const c10::FunctionSchema& s) {
+  if (s.returns().empty()) return false;
+  const auto* alias = s.returns()[0].alias_info();
+  return alias && !alias->isWrite();
+}
+
+bool classify(const std::string& op) {
+  auto [name, overload] = backends::split_op(op);
+  if (name.rfind("aten::", 0) != 0 || allowed_names().count(name)) return true;
+  auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  return !handle || is_view(handle->schema());
+}
+
+}  // namespace
+
+bool is_plumbing_op(const std::string& op) {
+  static std::mutex mu;
+  static auto* known = new std::unordered_map<std::string, bool>();  // never freed: used at exit
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known->find(op);
+  if (it == known->end()) it = known->emplace(op, classify(op)).first;
+  return it->second;
+}
+
+}  // namespace bb::shim
