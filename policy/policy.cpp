@@ -101,12 +101,6 @@ OpPolicy parse_entry(const yaml::Reader& r, const YAML::Node& n, const OpPolicy&
   return p;
 }
 
-std::string resolve(const std::string& path, const std::string& relative_to_file) {
-  if (path.empty() || path[0] == '/') return path;
-  auto slash = relative_to_file.rfind('/');
-  return slash == std::string::npos ? path : relative_to_file.substr(0, slash + 1) + path;
-}
-
 template <class Pred>
 bool all_tensors(c10::ArrayRef<c10::IValue> args, Pred pred) {
   for (const auto& a : args) {
@@ -134,16 +128,17 @@ const OpPolicy* Policy::find(const std::string& op) const {
   return nullptr;
 }
 
-Policy parse_policy(const std::string& text, const std::string& source) {
-  yaml::Reader r(source);
-  YAML::Node root = r.load(text);
+namespace {
+
+Policy parse_root(const yaml::Reader& r, const YAML::Node& root) {
+  const std::string& source = r.source();
   if (!root.IsMap()) r.fail(root, "expected a policy (a map with version and ops)");
   r.only_keys(root, {"version", "backend", "default", "ops"});
   YAML::Node v = r.require(root, "version");
   if (r.scalar<int>(v, "an integer") != 1) r.fail(v, "unsupported policy version (this build reads 1)");
   Policy p;
   p.source = source;
-  if (YAML::Node b = root["backend"]) p.backend = resolve(r.scalar<std::string>(b, "a folder"), source);
+  if (YAML::Node b = root["backend"]) p.backend = r.path(b, "a folder");
   if (YAML::Node d = root["default"]) p.defaults = parse_entry(r, d, p.defaults, false);
   YAML::Node ops = r.require(root, "ops");
   if (!ops.IsMap()) r.fail(ops, "expected 'ops' to map op names (aten::add.Tensor) to their settings");
@@ -161,12 +156,22 @@ Policy parse_policy(const std::string& text, const std::string& source) {
   return p;
 }
 
+}  // namespace
+
+Policy parse_policy(const std::string& text, const std::string& source) {
+  yaml::Reader r(source);
+  return parse_root(r, r.load(text));
+}
+
 Policy load_policy(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw trace::FormatError(path, 0, 0, "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_policy(ss.str(), path);
+  yaml::Reader r(path);
+  return parse_root(r, r.load_file());
+}
+
+Policy load_policy_section(const std::string& file, const std::string& key) {
+  yaml::Reader r(file);
+  YAML::Node root = r.load_file();
+  return parse_root(r, r.require(root, key.c_str()));
 }
 
 const char* unmet(const Condition& c, c10::ArrayRef<c10::IValue> args) {

@@ -52,6 +52,8 @@ struct Policy {
 // their own BackendSelect kernel are errors.
 Policy parse_policy(const std::string& text, const std::string& source);
 Policy load_policy(const std::string& path);
+// The policy written under `key` of a larger YAML file (BB_CONFIG's `policy:` section).
+Policy load_policy_section(const std::string& file, const std::string& key);
 
 // Why this call does not meet the condition, or nullptr when it does. Only reads metadata.
 const char* unmet(const Condition& c, c10::ArrayRef<c10::IValue> args);

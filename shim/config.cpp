@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tracer/yaml_read.h"
+
 namespace bb::shim {
 namespace {
 
@@ -24,28 +26,79 @@ void read_number(const Getenv& getenv, const char* name, T min, T max, T& out, C
   out = static_cast<T>(d);
 }
 
+void read_config_file(const std::string& file, Config& c) {
+  yaml::Reader r(file);
+  YAML::Node root = r.load_file();
+  if (root.IsNull()) return;
+  if (!root.IsMap()) r.fail(root, "expected a map of settings");
+  r.only_keys(root, {"disable", "trace", "log", "flush_seconds", "max_signatures", "int_ranges", "backend",
+                     "policy", "summary"});
+  c.disabled = r.optional<bool>(root, "disable", c.disabled, "true or false");
+  if (YAML::Node t = root["trace"]) {
+    if (t.IsScalar() && (t.Scalar() == "off" || t.Scalar() == "false")) {
+      c.trace = false;
+    } else {
+      c.trace_path = r.path(t, "a trace file path, or off");
+    }
+  }
+  if (YAML::Node l = root["log"]) {
+    const auto v = r.scalar<std::string>(l, "off, warn, info or debug");
+    if (v != "off" && v != "warn" && v != "info" && v != "debug") r.fail(l, "log must be off, warn, info or debug");
+    c.log_level = log::parse_level(v.c_str());
+  }
+  c.flush_seconds = r.optional<double>(root, "flush_seconds", c.flush_seconds, "a number of seconds");
+  if (c.flush_seconds < 0) r.fail(root["flush_seconds"], "flush_seconds must not be negative");
+  c.max_signatures = r.optional<size_t>(root, "max_signatures", c.max_signatures, "a positive integer");
+  if (c.max_signatures == 0) r.fail(root["max_signatures"], "max_signatures must be positive");
+  c.int_ranges = r.optional<bool>(root, "int_ranges", c.int_ranges, "true or false");
+  if (YAML::Node b = root["backend"]) c.backend = r.path(b, "a backend folder");
+  if (YAML::Node s = root["summary"]) c.summary = r.path(s, "a file path");
+  if (YAML::Node p = root["policy"]) {
+    if (p.IsMap()) {  // written inline: parsed (with its own checks) when routing starts
+      c.policy = file;
+      c.policy_section = "policy";
+    } else {
+      c.policy = r.path(p, "a policy file path, or the policy itself (a map)");
+    }
+  }
+}
+
 }  // namespace
 
 Config config_from_env(const Getenv& getenv) {
   Config c;
-  c.disabled = truthy(getenv("BB_DISABLE"));
-  c.log_level = log::parse_level(getenv("BB_LOG"));
-  if (const char* v = getenv("BB_LOG"); v && *v && log::parse_level(v) == log::Level::Warn &&
-                                        std::strcmp(v, "warn") && std::strcmp(v, "1"))
-    c.problems.push_back(std::string("BB_LOG='") + v + "' is not off|warn|info|debug; using warn");
+  if (const char* file = getenv("BB_CONFIG"); file && *file) {
+    Config from_file;
+    try {
+      read_config_file(file, from_file);
+      c = from_file;
+    } catch (const trace::FormatError& e) {
+      c.problems.push_back(std::string("config error: ") + e.what() + "; the file is ignored");
+    }
+  }
+  if (const char* v = getenv("BB_DISABLE"); v && *v) c.disabled = truthy(v);
+  if (const char* v = getenv("BB_LOG"); v && *v) {
+    c.log_level = log::parse_level(v);
+    if (c.log_level == log::Level::Warn && std::strcmp(v, "warn") && std::strcmp(v, "1"))
+      c.problems.push_back(std::string("BB_LOG='") + v + "' is not off|warn|info|debug; using warn");
+  }
   if (const char* v = getenv("BB_TRACE"); v && *v) {
     if (!std::strcmp(v, "off") || !std::strcmp(v, "0")) {
       c.trace = false;
     } else {
+      c.trace = true;
       c.trace_path = v;
     }
   }
   read_number<double>(getenv, "BB_FLUSH_SECONDS", 0.0, 86400.0, c.flush_seconds, c);
   read_number<size_t>(getenv, "BB_MAX_SIGNATURES", 1, 100000000, c.max_signatures, c);
   if (const char* v = getenv("BB_INT_RANGES"); v && *v) c.int_ranges = truthy(v);
-  if (const char* v = getenv("BB_BACKEND")) c.backend = v;
-  if (const char* v = getenv("BB_POLICY")) c.policy = v;
-  if (const char* v = getenv("BB_SUMMARY")) c.summary = v;
+  if (const char* v = getenv("BB_BACKEND"); v && *v) c.backend = v;
+  if (const char* v = getenv("BB_POLICY"); v && *v) {
+    c.policy = v;
+    c.policy_section.clear();
+  }
+  if (const char* v = getenv("BB_SUMMARY"); v && *v) c.summary = v;
   return c;
 }
 

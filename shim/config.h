@@ -1,4 +1,5 @@
-// The preload's settings, from BB_* environment variables (docs: README, "Configuration").
+// The preload's settings: from the YAML file BB_CONFIG names (if any), then from BB_* environment
+// variables, which win (docs: README, "Using the preload").
 #pragma once
 
 #include <cstddef>
@@ -21,6 +22,7 @@ struct Config {
   std::string backend;           // BB_BACKEND: route the ops this backend folder provides
   std::string policy;            // BB_POLICY: routing policy file (narrows BB_BACKEND; may name the backend)
   std::string summary;           // BB_SUMMARY: write the routing summary here instead of stderr
+  std::string policy_section;    // non-empty: the policy is this key of the file `policy` names (BB_CONFIG)
 
   std::vector<std::string> problems;  // invalid values that fell back to defaults
 };

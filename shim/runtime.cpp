@@ -96,7 +96,8 @@ void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
   policy::Policy pol;  // implied: every op the backend provides, default settings
   if (!cfg.policy.empty()) {
     try {
-      pol = policy::load_policy(cfg.policy);
+      pol = cfg.policy_section.empty() ? policy::load_policy(cfg.policy)
+                                       : policy::load_policy_section(cfg.policy, cfg.policy_section);
     } catch (const trace::FormatError& e) {
       log::warn(std::string("policy error: ") + e.what() + "; routing is off");
       return;

@@ -4,6 +4,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,23 @@ class Reader {
     } catch (const YAML::ParserException& e) {
       throw trace::FormatError(source_, e.mark.line + 1, e.mark.column + 1, e.msg);
     }
+  }
+
+  // The file named by source().
+  YAML::Node load_file() const {
+    std::ifstream in(source_);
+    if (!in) throw trace::FormatError(source_, 0, 0, "cannot open file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return load(ss.str());
+  }
+
+  // A path written in this file: relative ones are relative to the file's folder.
+  std::string path(const YAML::Node& n, const char* expected) const {
+    std::string p = scalar<std::string>(n, expected);
+    if (p.empty() || p[0] == '/') return p;
+    auto slash = source_.rfind('/');
+    return slash == std::string::npos ? p : source_.substr(0, slash + 1) + p;
   }
 
  private:

@@ -43,6 +43,21 @@ class BackendBuild(TempDirTest):
         entries = [p for p in self.dir.iterdir() if p.name != "be" and not p.name.startswith(".")]
         self.assertEqual(len(entries), 2)  # a changed source is a new entry
 
+    def test_a_prebuilt_library_in_a_folder_is_loaded_as_is(self):
+        env = dict(base_env(), BB_CACHE=str(self.dir / "cache"))
+        src = self.dir / "be" / "relu__default"
+        src.mkdir(parents=True)
+        shutil.copy(ROOT / "backends" / "cpu_reference" / "relu__default" / "relu.cpp", src)
+        self.assertEqual(run([BBBACKEND, "build", self.dir / "be"], env, timeout=900).returncode, 0)
+        (built,) = (self.dir / "cache").glob("*/kernel.so")
+        prebuilt = self.dir / "prebuilt" / "relu__default"
+        prebuilt.mkdir(parents=True)
+        shutil.copy(built, prebuilt / "relu.so")
+        r = run([BBBACKEND, "build", self.dir / "prebuilt"], dict(env, BB_CACHE=str(self.dir / "empty")))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("1 kernels usable, 0 problems", r.stdout)
+        self.assertFalse((self.dir / "empty").exists() and any((self.dir / "empty").iterdir()))  # nothing compiled
+
     def test_usage_error(self):
         r = run([BBBACKEND, "build"], base_env())
         self.assertEqual(r.returncode, 2)

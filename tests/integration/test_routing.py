@@ -126,6 +126,29 @@ class Routing(TempDirTest):
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "[1.0, 1.0]\n", ""))
 
 
+class ConfigFile(TempDirTest):
+    def test_backend_policy_and_summary_from_one_config_file(self):
+        cfg = self.dir / "bb.yaml"
+        cfg.write_text(f"trace: off\nbackend: {BEHAVIOURS}\nsummary: summary.txt\n"
+                       "policy:\n  version: 1\n  ops:\n    aten::relu:\n      when: {dtype: [float64]}\n")
+        r = run([PYTHON, "-c", "import torch\nprint(torch.relu(torch.ones(2, dtype=torch.float64)).tolist(), "
+                               "torch.relu(torch.ones(2)).tolist(), torch.neg(torch.ones(1)).tolist())"],
+                preload_env(BB_CONFIG=cfg), cwd=self.dir, timeout=600)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "[42.0, 42.0] [1.0, 1.0] [-1.0]\n", ""))
+        row = summary_row((self.dir / "summary.txt").read_text(), "aten::relu")  # relative to the file
+        self.assertEqual((row["routed"], row["unmet"]), ("1", "1"))
+        self.assertEqual(list(self.dir.glob("bbtrace*")), [])
+
+    def test_an_inline_policy_error_points_into_the_config_file(self):
+        cfg = self.dir / "bb.yaml"
+        cfg.write_text(f"backend: {BEHAVIOURS}\npolicy:\n  version: 1\n  ops:\n    aten::relux: {{}}\n")
+        r = run([PYTHON, "-c", "import torch\nprint(torch.relu(torch.ones(1)).tolist())"],
+                preload_env(BB_CONFIG=cfg, BB_TRACE="off"), cwd=self.dir, timeout=600)
+        self.assertEqual((r.returncode, r.stdout), (0, "[1.0]\n"))
+        self.assertEqual(r.stderr, f"[bbshim] policy error: {cfg}:5:5: aten::relux unknown op (no such overload in this "
+                                   "torch); routing is off\n")
+
+
 class BrokenBackend(TempDirTest):
     def test_every_problem_is_named_and_the_rest_still_works(self):
         env = preload_env(BB_BACKEND=BROKEN, BB_TRACE="off", BB_SUMMARY=self.dir / "s.txt")

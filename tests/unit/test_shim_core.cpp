@@ -70,6 +70,41 @@ TEST_CASE("invalid settings fall back to defaults and say so") {
   CHECK(c.problems[1].rfind("BB_FLUSH_SECONDS='soon' is not a number in [", 0) == 0);
 }
 
+TEST_CASE("a config file holds the same settings; the environment wins") {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/bb.yaml") << "trace: out/t.yaml\nlog: info\nflush_seconds: 2.5\nbackend: kernels\n"
+                                      "summary: /tmp/s.txt\npolicy:\n  version: 1\n  ops: {}\n";
+  Config c = config_of({{"BB_CONFIG", dir + "/bb.yaml"}});
+  CHECK(c.problems.empty());
+  CHECK(c.trace_path == dir + "/out/t.yaml");  // relative to the file
+  CHECK(c.log_level == bb::log::Level::Info);
+  CHECK(c.flush_seconds == 2.5);
+  CHECK(c.backend == dir + "/kernels");
+  CHECK(c.summary == "/tmp/s.txt");
+  CHECK(c.policy == dir + "/bb.yaml");  // inline: the policy section of this file
+  CHECK(c.policy_section == "policy");
+  Config e = config_of({{"BB_CONFIG", dir + "/bb.yaml"}, {"BB_LOG", "off"}, {"BB_POLICY", "/p.yaml"}});
+  CHECK(e.log_level == bb::log::Level::Off);
+  CHECK(e.policy == "/p.yaml");
+  CHECK(e.policy_section.empty());
+}
+
+TEST_CASE("a broken config file is reported with its position and ignored") {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/bb.yaml") << "log: info\nflush_secnds: 3\n";
+  Config c = config_of({{"BB_CONFIG", dir + "/bb.yaml"}});
+  REQUIRE(c.problems.size() == 1);
+  CHECK(c.problems[0] == "config error: " + dir + "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
+                         "trace, log, flush_seconds, max_signatures, int_ranges, backend, policy, summary); the file "
+                         "is ignored");
+  CHECK(c.log_level == bb::log::Level::Warn);  // nothing from the file was used
+  std::ofstream(dir + "/bad.yaml") << "log: loud\n";
+  CHECK(config_of({{"BB_CONFIG", dir + "/bad.yaml"}}).problems[0].find("bad.yaml:1:6: log must be off, warn, info or "
+                                                                       "debug") != std::string::npos);
+  CHECK(config_of({{"BB_CONFIG", "/nonexistent.yaml"}}).problems[0] ==
+        "config error: /nonexistent.yaml:0:0: cannot open file; the file is ignored");
+}
+
 TEST_CASE("trace names: default, explicit, per rank, with placeholders") {
   ProcessIdentity solo{123, std::nullopt, std::nullopt};
   ProcessIdentity rank3{77, 3, 8};
