@@ -199,7 +199,7 @@ struct Route final : c10::OperatorKernel {
       at::RecordFunctionGuard untraced(false);
       for (size_t k = base; k < stack->size(); ++k) mine.push_back(clone_value((*stack)[k]));
     }
-    const std::string signature = args_text(torch::jit::last(*stack, nargs));
+    const Stack inputs(stack->begin() + base, stack->end());  // for the report, should they differ
     native(op, ks, stack);  // the program continues with these results
     if (call_generated(op, ks, &mine) != Outcome::Routed) return;
     stats.shadowed.fetch_add(1, std::memory_order_relaxed);  // compared
@@ -216,7 +216,7 @@ struct Route final : c10::OperatorKernel {
     if (!m) return;
     stats.mismatched.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(stats.mu);
-    if (stats.mismatches.size() < kMismatchesKept) stats.mismatches.push_back("(" + signature + ") " + m->detail);
+    if (stats.mismatches.size() < kMismatchesKept) stats.mismatches.push_back("(" + args_text(inputs) + ") " + m->detail);
   }
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
