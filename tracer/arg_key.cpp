@@ -310,6 +310,7 @@ ArgValue describe_arg(const c10::IValue& v, const c10::Argument* schema_arg, siz
   ArgValue a;
   a.name = schema_arg ? schema_arg->name() : "arg" + std::to_string(index);
   a.type = schema_arg ? schema_arg->real_type()->str() : "";
+  a.kwarg_only = schema_arg && schema_arg->kwarg_only();
   try {
     describe_value(v, schema_arg, a);
   } catch (const std::exception& e) {

@@ -58,7 +58,8 @@ bool TensorMeta::operator==(const TensorMeta& o) const {
 }
 
 bool ArgValue::operator==(const ArgValue& o) const {
-  return name == o.name && type == o.type && kind == o.kind && i == o.i && same_float(f, o.f) &&
+  return name == o.name && type == o.type && kind == o.kind && kwarg_only == o.kwarg_only && i == o.i &&
+         same_float(f, o.f) &&
          b == o.b && same_float(c.real(), o.c.real()) && same_float(c.imag(), o.c.imag()) &&
          text == o.text && ints == o.ints && same_floats(floats, o.floats) && bools == o.bools &&
          tensors == o.tensors;

@@ -56,6 +56,7 @@ struct ArgValue {
   std::string name;  // schema argument name
   std::string type;  // schema type as torch prints it: Tensor, int[], Scalar, ScalarType?, ...
   ArgKind kind = ArgKind::None;
+  bool kwarg_only = false;  // passed by keyword only (after `*` in the schema)
 
   int64_t i = 0;                     // Int, and the enum values of ScalarType/Layout/MemoryFormat
   double f = 0.0;                    // Float

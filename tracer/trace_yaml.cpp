@@ -111,6 +111,7 @@ void emit_arg(YAML::Emitter& out, const ArgValue& a) {
   out << YAML::Key << "name" << YAML::Value << a.name;
   out << YAML::Key << "type" << YAML::Value << YAML::DoubleQuoted << a.type;
   out << YAML::Key << "kind" << YAML::Value << to_string(a.kind);
+  if (a.kwarg_only) out << YAML::Key << "kwarg_only" << YAML::Value << true;
   if (a.kind == ArgKind::Tensor && !a.tensors.empty() && a.tensors[0]) emit_tensor_fields(out, *a.tensors[0]);
   if (has_value(a.kind)) emit_value(out, a);
   out << YAML::EndMap;
@@ -235,6 +236,7 @@ class Reader : public yaml::Reader {
     auto kind = arg_kind_from_string(scalar<std::string>(k, "an argument kind"));
     if (!kind) fail(k, "unknown argument kind '" + k.Scalar() + "'");
     a.kind = *kind;
+    a.kwarg_only = optional<bool>(n, "kwarg_only", false, "true or false");
     if (a.kind == ArgKind::Tensor) a.tensors.emplace_back(tensor(n));
     if (has_value(a.kind)) value(n, a);
     return a;

@@ -56,6 +56,7 @@ inline trace::Trace sample_trace() {
   other.tensors.emplace_back(cuda);
   auto alpha = arg("alpha", "Scalar", ArgKind::Float);
   alpha.f = 0.1;
+  alpha.kwarg_only = true;
   add.args = {self, other, alpha};
 
   trace::TraceEntry kinds;
