@@ -82,9 +82,15 @@ std::string args_text(const trace::TraceEntry& e) {
 void print_header(const trace::Trace& t, const std::string& source, std::ostream& out) {
   const auto& m = t.meta;
   out << "trace " << source << "\n";
-  out << "  torch " << m.torch << ", pid " << m.pid;
-  if (m.rank) out << ", rank " << *m.rank;
-  out << ", status " << m.status << ", written " << m.updated << "\n";
+  std::string facts;
+  auto add = [&facts](const std::string& f) { facts += (facts.empty() ? "" : ", ") + f; };
+  if (!m.torch.empty()) add("torch " + m.torch);
+  if (m.pid) add("pid " + std::to_string(m.pid));
+  if (m.rank) add("rank " + std::to_string(*m.rank));
+  if (!m.status.empty()) add("status " + m.status);
+  if (!m.updated.empty()) add("written " + m.updated);
+  if (m.tool.rfind("bbshim", 0) != 0 && !m.tool.empty()) add("from a " + m.tool);
+  out << "  " << facts << "\n";
   if (!m.argv.empty()) {
     out << "  command:";
     for (const auto& a : m.argv) out << " " << a;

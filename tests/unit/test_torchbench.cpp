@@ -1,0 +1,121 @@
+// TorchBench operator-input logs: every construct the format uses, errors with positions, and a
+// round trip through the writer.
+#include "catch.h"
+#include "replay/torchbench.h"
+#include "sample_trace.h"
+#include "tracer/trace_yaml.h"
+
+using bb::replay::parse_torchbench;
+using bb::trace::ArgKind;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_torchbench(text, "tb.txt");
+  } catch (const bb::trace::FormatError& e) {
+    return std::string(e.what()).substr(7);
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("every construct of the format is read") {
+  auto t = parse_torchbench(
+      "Operator: aten.convolution.default\n"
+      "cnt: 3, ((T([8, 3, 16, 16], f16), T([4, 3, 3, 3], f16, stride=(27, 1, 9, 3)), None, [1, 1], [0, 0], "
+      "[1, 1], False, [0, 0], 1), {})\n"
+      "Operator: aten._to_copy.default\n"
+      "cnt: 2, ((T([], f16),), {'dtype': f16, 'layout': torch.strided, 'device': 'cuda'})\n"
+      "cnt: 1, ((T([2], u8),), {'dtype': torch.bool})\n"
+      "Operator: aten.cat.default\n"
+      "cnt: 4, (([T([2, 3], f32), T([2, 5], f32)], -1), {})\n"
+      "Operator: aten.index.Tensor\n"
+      "cnt: 1, ((T([5, 7], bf16), [None, T([3], i64)]), {})\n"
+      "Operator: aten.add.Tensor\n"
+      "cnt: 6, ((T([2], f32), -inf), {'alpha': 1e-05})\n"
+      "Operator: aten.native_layer_norm_backward.default\n"
+      "cnt: 1, ((T([2], f32), [True, False, True], [0.5, 2]), {})\n"
+      "Operator: aten.sum.SymInt\n"
+      "cnt: 1, ((T([4, 4], f32), [0], True), {})\n"
+      "Operator: aten.sum.dim_IntList\n"
+      "cnt: 2, ((T([4, 4], f32), [0], True), {})\n",
+      "tb.txt");
+  REQUIRE(t.ops.size() == 8);
+  CHECK(t.meta.calls == 21);
+  const auto& conv = t.ops[0];
+  CHECK(conv.op == "aten::convolution");
+  CHECK(conv.count == 3);
+  REQUIRE(conv.args.size() == 9);
+  CHECK(conv.args[0].tensors[0]->shape == std::vector<int64_t>{8, 3, 16, 16});
+  CHECK(conv.args[0].tensors[0]->stride == std::vector<int64_t>{768, 256, 16, 1});  // contiguous when absent
+  CHECK(conv.args[0].tensors[0]->dtype == "float16");
+  CHECK(conv.args[0].tensors[0]->device == "cuda");
+  CHECK(conv.args[1].tensors[0]->stride == std::vector<int64_t>{27, 1, 9, 3});
+  CHECK(conv.args[2].kind == ArgKind::None);
+  CHECK(conv.args[3].kind == ArgKind::IntList);
+  CHECK(conv.args[6].kind == ArgKind::Bool);
+  CHECK(conv.args[8].name == "arg8");
+  const auto& copy = t.ops[1];
+  CHECK(copy.op == "aten::_to_copy");
+  CHECK(copy.args[1].name == "dtype");
+  CHECK(copy.args[1].kwarg_only);
+  CHECK(copy.args[1].kind == ArgKind::ScalarType);
+  CHECK(copy.args[2].kind == ArgKind::Layout);
+  CHECK(copy.args[3].kind == ArgKind::Device);
+  CHECK(copy.args[3].text == "cuda");
+  CHECK(t.ops[2].args[1].text == "bool");  // torch.bool
+  CHECK(t.ops[3].args[0].kind == ArgKind::TensorList);
+  CHECK(t.ops[3].args[1].i == -1);
+  CHECK(t.ops[4].args[1].kind == ArgKind::OptTensorList);
+  CHECK_FALSE(t.ops[4].args[1].tensors[0]);
+  CHECK(std::isinf(t.ops[5].args[1].f));
+  CHECK(t.ops[5].args[2].f == 1e-05);
+  CHECK(t.ops[6].args[1].kind == ArgKind::BoolList);
+  CHECK(t.ops[6].args[2].kind == ArgKind::FloatList);
+  CHECK(t.ops[7].op == "aten::sum.dim_IntList");  // SymInt is the old name: merged
+  CHECK(t.ops[7].count == 3);
+}
+
+TEST_CASE("malformed logs are reported with line and column") {
+  CHECK(error_of("cnt: 1, ((), {})\n") == "1:1: 'cnt:' before any 'Operator:' line");
+  CHECK(error_of("Operator: relu\n") == "1:11: expected an op such as aten.add.Tensor, got 'relu'");
+  CHECK(error_of("Operator: aten.relu.default\nhello\n") == "2:1: expected 'Operator: ...' or 'cnt: ...'");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f17),), {})\n") == "2:18: unknown dtype 'f17'");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2, 3], f32, stride=(1,)),), {})\n") ==
+        "2:33: stride has 1 entries, shape 2");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f32),), {}\n") ==
+        "2:28: expected ',' or ')'");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: x, ((), {})\n") == "2:6: expected a number");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((os.system,), {})\n") == "2:11: unknown name 'os.system'");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f32),), {}) extra\n") ==
+        "2:30: unexpected text after the arguments");
+}
+
+TEST_CASE("a trace written as a log reads back with the same values") {
+  auto original = bb::test::sample_trace();
+  original.ops.erase(original.ops.begin() + 1);  // the every-kind entry holds kinds the format cannot say
+  auto text = bb::replay::to_torchbench(original);
+  CHECK(text.skipped == 0);
+  CHECK(text.text ==
+        "Operator: aten.add.Tensor\n"
+        "cnt: 7, ((T([2, 3], f32, stride=(1, 2)), T([3], bf16)), {'alpha': 0.1})\n"
+        "Operator: aten.empty_cache.default\n"
+        "cnt: 0, ((), {})\n");
+  auto back = parse_torchbench(text.text, "x.txt");
+  REQUIRE(back.ops.size() == 2);
+  CHECK(back.ops[0].args[2].name == "alpha");
+  CHECK(back.ops[0].args[2].f == 0.1);
+  CHECK(back.ops[0].args[0].tensors[0]->stride == std::vector<int64_t>{1, 2});
+  CHECK(back.ops[1].op == "aten::empty_cache");
+}
+
+TEST_CASE("entries the format cannot express are counted, not written wrongly") {
+  auto t = bb::test::sample_trace();
+  auto text = bb::replay::to_torchbench(t);
+  CHECK(text.skipped == 1);
+  CHECK(text.text.find("every_kind") == std::string::npos);
+  CHECK(bb::replay::looks_like_torchbench(text.text));
+  CHECK_FALSE(bb::replay::looks_like_torchbench(bb::trace::to_yaml(t)));
+}
