@@ -26,7 +26,9 @@ HERE = Path(__file__).resolve().parent
 
 def base_env():
     """The test's environment without any bbshim setting or preload leaking in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
+    # BB_CACHE is test infrastructure (ctest points it into the build folder), not a setting under test.
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("BB_") or k == "BB_CACHE") and k != "LD_PRELOAD"}
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
     return env
