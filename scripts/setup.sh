@@ -10,7 +10,8 @@ set -euo pipefail
 BB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB_BUILD_DIR=${BB_BUILD_DIR:-$BB_ROOT/build}
 BB_TORCH_PIN="torch==2.11.0"
-BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev)
+BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev
+                 nlohmann-json3-dev)
 
 bb_say() { echo "[bbshim setup] $*" >&2; }
 

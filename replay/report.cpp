@@ -1,0 +1,100 @@
+#include "replay/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace bb::replay {
+namespace {
+
+std::optional<double> geomean(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double log_sum = 0;
+  for (double x : v) log_sum += std::log(x);
+  return std::exp(log_sum / v.size());
+}
+
+void count(Status s, bool flagged, int& passed, int& failed, int& crashed, int& skipped, int& flags) {
+  switch (s) {
+    case Status::Passed: ++passed; break;
+    case Status::Failed: ++failed; break;
+    case Status::Crashed:
+    case Status::Timeout: ++crashed; break;
+    case Status::Skipped: ++skipped; break;
+  }
+  if (flagged) ++flags;
+}
+
+}  // namespace
+
+const char* to_string(Status s) {
+  switch (s) {
+    case Status::Passed: return "passed";
+    case Status::Failed: return "failed";
+    case Status::Crashed: return "crashed";
+    case Status::Timeout: return "timeout";
+    default: return "skipped";
+  }
+}
+
+std::optional<double> CaseResult::speedup() const {
+  if (status != Status::Passed || !flags.empty() || !native || !generated || generated->median <= 0) return std::nullopt;
+  return native->median / generated->median;
+}
+
+std::vector<OpSummary> Report::ops() const {
+  std::vector<OpSummary> out;
+  std::map<std::string, size_t> index;
+  std::map<std::string, std::vector<double>> speedups;
+  for (const auto& c : cases) {
+    auto [it, fresh] = index.emplace(c.op, out.size());
+    if (fresh) {
+      out.emplace_back();
+      out.back().op = c.op;
+    }
+    OpSummary& o = out[it->second];
+    ++o.cases;
+    count(c.status, !c.flags.empty(), o.passed, o.failed, o.crashed, o.skipped, o.flagged);
+    for (const auto& f : c.flags)
+      if (std::find(o.flags.begin(), o.flags.end(), f) == o.flags.end()) o.flags.push_back(f);
+    if (auto s = c.speedup()) {
+      speedups[c.op].push_back(*s);
+      o.native_us += c.native->median * static_cast<double>(std::max<uint64_t>(c.calls, 1));
+      o.generated_us += c.generated->median * static_cast<double>(std::max<uint64_t>(c.calls, 1));
+    }
+  }
+  for (auto& o : out) o.speedup = geomean(speedups[o.op]);
+  return out;
+}
+
+Overall Report::overall() const {
+  Overall all;
+  for (const auto& c : cases) {
+    ++all.cases;
+    count(c.status, !c.flags.empty(), all.passed, all.failed, all.crashed, all.skipped, all.flagged);
+  }
+  std::vector<double> op_speedups;
+  auto summaries = ops();
+  for (const auto& o : summaries)
+    if (o.speedup) op_speedups.push_back(*o.speedup);
+  all.speedup = geomean(op_speedups);
+  for (double p : {0.0, 1.0, 1.5, 2.0}) {
+    int evaluated = 0, good = 0;
+    for (const auto& o : summaries) {
+      if (o.cases == o.skipped) continue;
+      ++evaluated;
+      const bool correct = o.failed == 0 && o.crashed == 0 && o.flagged == 0;
+      if (correct && (p == 0.0 || (o.speedup && *o.speedup > p))) ++good;
+    }
+    all.perf_at.emplace_back(p, evaluated ? static_cast<double>(good) / evaluated : 0.0);
+  }
+  return all;
+}
+
+bool Report::all_passed() const {
+  return std::none_of(cases.begin(), cases.end(), [](const CaseResult& c) {
+    return c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout;
+  });
+}
+
+}  // namespace bb::replay

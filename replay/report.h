@@ -1,0 +1,78 @@
+// What a replay found, as data: one row per case (a traced signature, or a variant of it), with its
+// status, why, its integrity flags and its timings; per-op and overall figures are derived from the
+// rows. Writers (report_writers.h) turn it into a console table, JSON, CSV or Markdown.
+// No torch dependency.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bb::replay {
+
+inline constexpr int kReportSchema = 1;  // bumped when a writer's output changes incompatibly
+
+enum class Status { Passed, Failed, Crashed, Timeout, Skipped };
+const char* to_string(Status s);
+
+// Times of one kernel on one case, in microseconds.
+struct Timing {
+  double median = 0;
+  double q1 = 0, q3 = 0;  // spread: interquartile range
+  double min = 0;
+  int samples = 0;
+};
+
+struct CaseResult {
+  std::string op;         // aten::add.Tensor
+  std::string signature;  // float32[8,32], float32[32], alpha=1
+  std::string variant;    // traced, noncontiguous, special-values, ...
+  uint64_t calls = 0;     // how often the traced program made this call (weight)
+  Status status = Status::Skipped;
+  std::string message;              // why it failed, crashed or was skipped
+  std::vector<std::string> flags;   // integrity flags by name; a flagged case never passes
+  double max_abs_error = 0, max_rel_error = 0;  // against native (where compared)
+  double rtol = 0, atol = 0;                    // the tolerance applied
+  std::optional<Timing> native, generated;
+
+  // native / generated median time: only for a passed case timed both ways.
+  std::optional<double> speedup() const;
+};
+
+struct OpSummary {
+  std::string op;
+  int cases = 0, passed = 0, failed = 0, crashed = 0, skipped = 0, flagged = 0;
+  double native_us = 0, generated_us = 0;  // sum over timed passed cases of median x calls
+  std::optional<double> speedup;           // geometric mean over timed passed cases
+  std::vector<std::string> flags;          // distinct flags seen
+};
+
+struct ReportMeta {
+  std::string tool;      // bbreplay <version>
+  std::string trace;     // file replayed
+  std::string backend;   // folder, or "native (self-check)"
+  std::string device;    // cpu, cuda
+  std::string torch;
+  std::string date;      // UTC ISO 8601
+  std::string timing;    // how times were taken
+  uint64_t seed = 0;
+};
+
+struct Overall {
+  int cases = 0, passed = 0, failed = 0, crashed = 0, skipped = 0, flagged = 0;
+  std::optional<double> speedup;  // geometric mean over ops' speedups
+  // BackendBench/KernelBench-style perf@p: the fraction of ops (with at least one non-skipped case)
+  // whose cases all passed and whose speedup exceeds p; p = 0 is the correctness rate.
+  std::vector<std::pair<double, double>> perf_at;  // (p, fraction)
+};
+
+struct Report {
+  ReportMeta meta;
+  std::vector<CaseResult> cases;
+
+  std::vector<OpSummary> ops() const;  // in order of first appearance
+  Overall overall() const;
+  bool all_passed() const;  // every case that was checked passed (skips do not fail a run)
+};
+
+}  // namespace bb::replay

@@ -1,0 +1,191 @@
+#include "replay/report_writers.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+
+namespace bb::replay {
+namespace {
+
+std::string fixed(double v, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string general(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string speedup_text(const std::optional<double>& s) { return s ? fixed(*s) + "x" : "-"; }
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+std::string overall_line(const Overall& o) {
+  std::ostringstream s;
+  s << o.cases << " cases: " << o.passed << " passed, " << o.failed << " failed, " << o.crashed
+    << " crashed or timed out, " << o.skipped << " skipped, " << o.flagged << " flagged; speedup (geometric mean "
+    << "over ops) " << speedup_text(o.speedup) << "; ";
+  for (size_t k = 0; k < o.perf_at.size(); ++k)
+    s << (k ? ", " : "") << "perf@" << fixed(o.perf_at[k].first, 1) << " " << fixed(o.perf_at[k].second, 2);
+  return s.str();
+}
+
+nlohmann::json timing_json(const std::optional<Timing>& t) {
+  if (!t) return nullptr;
+  return {{"median_us", t->median}, {"q1_us", t->q1}, {"q3_us", t->q3}, {"min_us", t->min}, {"samples", t->samples}};
+}
+
+class JsonWriter : public ReportWriter {
+ public:
+  std::string render(const Report& r) const override {
+    nlohmann::ordered_json j;
+    j["schema"] = "bbreplay-report";
+    j["schema_version"] = kReportSchema;
+    const auto& m = r.meta;
+    j["meta"] = {{"tool", m.tool},     {"trace", m.trace}, {"backend", m.backend}, {"device", m.device},
+                 {"torch", m.torch},   {"date", m.date},   {"timing", m.timing},   {"seed", m.seed}};
+    const Overall o = r.overall();
+    nlohmann::ordered_json perf = nlohmann::ordered_json::array();
+    for (const auto& [p, f] : o.perf_at) perf.push_back({{"p", p}, {"fraction", f}});
+    j["overall"] = {{"cases", o.cases},   {"passed", o.passed},   {"failed", o.failed},
+                    {"crashed", o.crashed}, {"skipped", o.skipped}, {"flagged", o.flagged},
+                    {"speedup_geomean", o.speedup ? nlohmann::ordered_json(*o.speedup) : nullptr},
+                    {"perf_at", perf}};
+    j["ops"] = nlohmann::ordered_json::array();
+    for (const auto& s : r.ops())
+      j["ops"].push_back({{"op", s.op},         {"cases", s.cases},     {"passed", s.passed},
+                          {"failed", s.failed}, {"crashed", s.crashed}, {"skipped", s.skipped},
+                          {"flagged", s.flagged}, {"flags", s.flags},   {"native_us", s.native_us},
+                          {"generated_us", s.generated_us},
+                          {"speedup_geomean", s.speedup ? nlohmann::ordered_json(*s.speedup) : nullptr}});
+    j["cases"] = nlohmann::ordered_json::array();
+    for (const auto& c : r.cases)
+      j["cases"].push_back({{"op", c.op},
+                            {"signature", c.signature},
+                            {"variant", c.variant},
+                            {"calls", c.calls},
+                            {"status", to_string(c.status)},
+                            {"flags", c.flags},
+                            {"message", c.message},
+                            {"max_abs_error", c.max_abs_error},
+                            {"max_rel_error", c.max_rel_error},
+                            {"rtol", c.rtol},
+                            {"atol", c.atol},
+                            {"native", timing_json(c.native)},
+                            {"generated", timing_json(c.generated)},
+                            {"speedup", c.speedup() ? nlohmann::ordered_json(*c.speedup()) : nullptr}});
+    return j.dump(1) + "\n";
+  }
+};
+
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string csv_time(const std::optional<Timing>& t, double Timing::*field) { return t ? fixed(*t.*field, 3) : ""; }
+
+class CsvWriter : public ReportWriter {
+ public:
+  std::string render(const Report& r) const override {
+    std::ostringstream s;
+    s << "schema_version,op,signature,variant,calls,status,flags,message,max_abs_error,max_rel_error,rtol,atol,"
+         "native_median_us,native_q1_us,native_q3_us,generated_median_us,generated_q1_us,generated_q3_us,speedup\n";
+    for (const auto& c : r.cases) {
+      const auto sp = c.speedup();
+      s << kReportSchema << "," << csv_field(c.op) << "," << csv_field(c.signature) << "," << csv_field(c.variant)
+        << "," << c.calls << "," << to_string(c.status) << "," << csv_field(join(c.flags, ";")) << ","
+        << csv_field(c.message) << "," << general(c.max_abs_error) << "," << general(c.max_rel_error) << ","
+        << general(c.rtol) << "," << general(c.atol) << "," << csv_time(c.native, &Timing::median) << ","
+        << csv_time(c.native, &Timing::q1) << "," << csv_time(c.native, &Timing::q3) << ","
+        << csv_time(c.generated, &Timing::median) << "," << csv_time(c.generated, &Timing::q1) << ","
+        << csv_time(c.generated, &Timing::q3) << "," << (sp ? fixed(*sp, 4) : "") << "\n";
+    }
+    return s.str();
+  }
+};
+
+std::string md_cell(const std::string& v) {
+  std::string out;
+  for (char c : v) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+void problems(const Report& r, std::ostream& s, bool markdown) {
+  bool any = false;
+  for (const auto& c : r.cases) {
+    if (c.status == Status::Passed && c.flags.empty()) continue;
+    if (c.status == Status::Skipped && !markdown) continue;
+    if (!any) s << (markdown ? "\n## Cases that did not pass\n\n" : "\ncases that did not pass:\n");
+    any = true;
+    std::string flags = c.flags.empty() ? "" : " [" + join(c.flags, ", ") + "]";
+    if (markdown) {
+      s << "- `" << c.op << "` (" << md_cell(c.signature) << "), " << c.variant << ": **" << to_string(c.status)
+        << "**" << md_cell(flags) << ": " << md_cell(c.message) << "\n";
+    } else {
+      s << "  " << c.op << " (" << c.signature << ") " << c.variant << ": " << to_string(c.status) << flags << ": "
+        << c.message << "\n";
+    }
+  }
+}
+
+class MarkdownWriter : public ReportWriter {
+ public:
+  std::string render(const Report& r) const override {
+    std::ostringstream s;
+    const auto& m = r.meta;
+    s << "# bbreplay report\n\n<!-- bbreplay-report schema " << kReportSchema << " -->\n\n";
+    s << "Trace `" << m.trace << "`, backend `" << m.backend << "`, device " << m.device << ", seed " << m.seed
+      << ", torch " << m.torch << ", " << m.date << ", " << m.tool << ".  \nTiming: " << m.timing << "\n\n";
+    s << "| op | cases | passed | failed | crashed | skipped | flagged | native µs | generated µs | speedup |\n";
+    s << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& o : r.ops())
+      s << "| `" << o.op << "` | " << o.cases << " | " << o.passed << " | " << o.failed << " | " << o.crashed << " | "
+        << o.skipped << " | " << o.flagged << " | " << fixed(o.native_us) << " | " << fixed(o.generated_us) << " | "
+        << speedup_text(o.speedup) << " |\n";
+    s << "\n**Overall**: " << overall_line(r.overall()) << "\n";
+    problems(r, s, true);
+    return s.str();
+  }
+};
+
+class ConsoleWriter : public ReportWriter {
+ public:
+  std::string render(const Report& r) const override {
+    std::ostringstream s;
+    s << std::left << std::setw(36) << "op" << std::right << std::setw(6) << "cases" << std::setw(8) << "passed"
+      << std::setw(8) << "failed" << std::setw(9) << "crashed" << std::setw(9) << "skipped" << std::setw(14)
+      << "native us" << std::setw(14) << "generated us" << std::setw(9) << "speedup" << "  flags\n";
+    for (const auto& o : r.ops())
+      s << std::left << std::setw(36) << o.op << std::right << std::setw(6) << o.cases << std::setw(8) << o.passed
+        << std::setw(8) << o.failed << std::setw(9) << o.crashed << std::setw(9) << o.skipped << std::setw(14)
+        << fixed(o.native_us) << std::setw(14) << fixed(o.generated_us) << std::setw(9) << speedup_text(o.speedup)
+        << "  " << join(o.flags, ",") << "\n";
+    s << overall_line(r.overall()) << "\n";
+    problems(r, s, false);
+    return s.str();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ReportWriter> make_writer(const std::string& format) {
+  if (format == "console") return std::make_unique<ConsoleWriter>();
+  if (format == "json") return std::make_unique<JsonWriter>();
+  if (format == "csv") return std::make_unique<CsvWriter>();
+  if (format == "markdown") return std::make_unique<MarkdownWriter>();
+  return nullptr;
+}
+
+}  // namespace bb::replay

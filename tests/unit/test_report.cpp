@@ -1,0 +1,110 @@
+// Replay reports: derived figures (per op, overall, perf@p) and a golden file per writer.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "catch.h"
+#include "replay/report_writers.h"
+
+using namespace bb::replay;
+
+namespace {
+
+CaseResult passed(std::string op, std::string sig, uint64_t calls, double native_us, double generated_us) {
+  CaseResult c;
+  c.op = std::move(op);
+  c.signature = std::move(sig);
+  c.variant = "traced";
+  c.calls = calls;
+  c.status = Status::Passed;
+  c.rtol = 1.3e-6;
+  c.atol = 1e-5;
+  c.max_abs_error = 2.5e-7;
+  c.max_rel_error = 1e-7;
+  c.native = Timing{native_us, native_us * 0.9, native_us * 1.1, native_us * 0.8, 25};
+  c.generated = Timing{generated_us, generated_us * 0.95, generated_us * 1.05, generated_us * 0.9, 25};
+  return c;
+}
+
+Report sample_report() {
+  Report r;
+  r.meta = {"bbreplay 0.1.0", "bbtrace.yaml", "backends/cpu_reference", "cpu", "2.11.0+cu130", "2026-11-30T12:00:00Z",
+            "host clock, 25 repetitions, 64 MiB cache flush between repetitions", 7};
+  r.cases.push_back(passed("aten::relu", "float32[8,32]", 12, 10.0, 5.0));
+  r.cases.push_back(passed("aten::relu", "float32[4]", 3, 2.0, 4.0));
+  CaseResult bad = passed("aten::add.Tensor", "float32[8,32], float32[32], alpha=1", 4, 3.0, 1.0);
+  bad.status = Status::Failed;
+  bad.message = "output 0: float32[8,32]: 256 of 256 elements differ; first at flat index 0 (expected 1, got 42)";
+  bad.max_abs_error = 41;
+  bad.max_rel_error = 41;
+  r.cases.push_back(bad);
+  CaseResult flagged = passed("aten::gelu", "float32[8,64], approximate=\"none\"", 2, 8.0, 0.5);
+  flagged.status = Status::Failed;
+  flagged.flags = {"cached-result"};
+  flagged.message = "outputs did not change when the inputs did";
+  r.cases.push_back(flagged);
+  CaseResult crash;
+  crash.op = "aten::gelu";
+  crash.signature = "float32[0]";
+  crash.variant = "empty";
+  crash.status = Status::Crashed;
+  crash.message = "worker died of SIGSEGV";
+  r.cases.push_back(crash);
+  CaseResult skip;
+  skip.op = "aten::embedding";
+  skip.signature = "float32[1000,64], int64[8,32]";
+  skip.variant = "traced";
+  skip.status = Status::Skipped;
+  skip.message = "the backend has no kernel for this op";
+  r.cases.push_back(skip);
+  return r;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("per-op and overall figures") {
+  Report r = sample_report();
+  auto ops = r.ops();
+  REQUIRE(ops.size() == 4);
+  CHECK(ops[0].op == "aten::relu");
+  CHECK(ops[0].passed == 2);
+  CHECK(*ops[0].speedup == Approx(std::sqrt(2.0 * 0.5)));  // geometric mean of 2x and 0.5x
+  CHECK(ops[0].native_us == Approx(10.0 * 12 + 2.0 * 3));   // weighted by calls
+  CHECK_FALSE(ops[1].speedup);                              // failed cases never enter the speedup
+  CHECK(ops[2].flagged == 1);
+  CHECK(ops[2].crashed == 1);
+  CHECK(ops[2].flags == std::vector<std::string>{"cached-result"});
+  CHECK(ops[3].skipped == 1);
+  Overall o = r.overall();
+  CHECK(o.cases == 6);
+  CHECK(o.passed == 2);
+  CHECK(o.failed == 2);
+  CHECK(o.crashed == 1);
+  CHECK(*o.speedup == Approx(1.0));
+  REQUIRE(o.perf_at.size() == 4);
+  CHECK(o.perf_at[0].second == Approx(1.0 / 3));  // relu correct; add, gelu not; embedding not evaluated
+  CHECK(o.perf_at[1].second == Approx(0.0));      // relu's speedup is 1.0, not above 1
+  CHECK_FALSE(r.all_passed());
+}
+
+TEST_CASE("each writer's output matches its golden file") {
+  Report r = sample_report();
+  for (const char* fmt : {"console", "json", "csv", "markdown"}) {
+    auto w = make_writer(fmt);
+    REQUIRE(w);
+    const std::string ext = std::string(fmt) == "console" ? "txt" : std::string(fmt) == "markdown" ? "md" : fmt;
+    const std::string path = std::string(BB_GOLDEN_DIR) + "/report." + ext;
+    const std::string text = w->render(r);
+    if (std::getenv("BB_UPDATE_GOLDEN")) std::ofstream(path) << text;
+    INFO(fmt);
+    CHECK(text == read_file(path));
+  }
+  CHECK_FALSE(make_writer("xml"));
+}
