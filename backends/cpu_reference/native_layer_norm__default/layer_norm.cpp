@@ -21,6 +21,7 @@ void layer_norm_rows(const T* x, const T* w, const T* b, T* y, T* mean_out, T* r
     mean /= n;
     for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
     var /= n;
+    if (std::isnan(var)) mean = NAN;  // as native's Welford: a row holding inf or NaN has NaN statistics
     const double rstd = 1.0 / std::sqrt(var + eps);
     for (int64_t i = 0; i < n; ++i) {
       double v = (xr[i] - mean) * rstd;

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <bb/kernel.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -21,7 +22,8 @@ at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
   if (!self.device().is_cpu()) throw bb::Decline("CPU kernel");
   if (dtype && *dtype != self.scalar_type()) throw bb::Decline("dtype conversion not handled");
   const int64_t nd = self.dim();
-  std::vector<bool> reduced(nd, !dim || dim->empty());  // no dims: reduce all
+  // no dims: reduce all; a 0-dim tensor accepts dim 0 (or -1) and sums to itself
+  std::vector<bool> reduced(std::max<int64_t>(nd, 1), !dim || dim->empty());
   if (dim)
     for (int64_t d : *dim) reduced[c10::maybe_wrap_dim(d, nd)] = true;
   std::vector<int64_t> order, out_sizes, kept_sizes;

@@ -47,7 +47,8 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
     yr[i] = static_cast<T>(v);
   }
   if (threadIdx.x == 0) {
-    mean_out[blockIdx.x] = static_cast<T>(mean);
+    // as native's Welford: a row holding inf or NaN has NaN statistics
+    mean_out[blockIdx.x] = static_cast<T>(isnan(rstd) ? nan("") : mean);
     rstd_out[blockIdx.x] = static_cast<T>(rstd);
   }
 }

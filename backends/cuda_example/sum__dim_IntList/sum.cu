@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace {
@@ -41,7 +42,8 @@ at::Tensor sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim
   if (dtype && *dtype != self.scalar_type()) throw bb::Decline("dtype conversion not handled");
   c10::cuda::CUDAGuard guard(self.device());
   const int64_t nd = self.dim();
-  std::vector<bool> reduced(nd, !dim || dim->empty());  // no dims: reduce all
+  // no dims: reduce all; a 0-dim tensor accepts dim 0 (or -1) and sums to itself
+  std::vector<bool> reduced(std::max<int64_t>(nd, 1), !dim || dim->empty());
   if (dim)
     for (int64_t d : *dim) reduced[c10::maybe_wrap_dim(d, nd)] = true;
   std::vector<int64_t> order, out_sizes;
