@@ -83,6 +83,7 @@ Backend load_backend(const std::string& dir, const Toolchain& tc) {
   std::vector<Built> built = build_kernels(dirs, tc);
   std::set<std::string> taken;
   for (size_t i = 0; i < dirs.size(); ++i) {
+    out.ops.push_back(dirs[i].op);
     if (!built[i].error.empty()) {
       out.problems.push_back(built[i].error);
       continue;

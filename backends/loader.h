@@ -25,6 +25,7 @@ struct Backend {
   std::string dir;
   std::vector<LoadedKernel> kernels;
   std::vector<std::string> problems;  // one message per kernel that could not be used
+  std::vector<std::string> ops;       // every op with a kernel folder, usable or not
 };
 
 // Why `op` cannot be routed at BackendSelect, or "" when it can (then *handle is set).

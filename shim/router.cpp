@@ -12,7 +12,7 @@
 #include "backends/op_names.h"
 #include "policy/compare.h"
 #include "shim/crash_guard.h"
-#include "shim/op_kinds.h"
+#include "backends/op_kinds.h"
 #include "tracer/int_range.h"
 #include "tracer/log.h"
 #include "tracer/names.h"
@@ -61,7 +61,7 @@ std::unique_ptr<at::ObserverContext> watch_op(const at::RecordFunction& fn) {
   std::string op = fn.name();
   const char* overload = fn.overload_name();
   if (overload && *overload) op += std::string(".") + overload;
-  if (!is_plumbing_op(op)) active->compute_op = op;
+  if (!backends::is_plumbing_op(op)) active->compute_op = op;
   return nullptr;
 }
 

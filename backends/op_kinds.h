@@ -4,9 +4,9 @@
 
 #include <string>
 
-namespace bb::shim {
+namespace bb::backends {
 
 // `op` is a full overload name (aten::add.Tensor). Names outside aten:: are not ops: allowed.
 bool is_plumbing_op(const std::string& op);
 
-}  // namespace bb::shim
+}  // namespace bb::backends

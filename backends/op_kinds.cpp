@@ -1,4 +1,4 @@
-#include "shim/op_kinds.h"
+#include "backends/op_kinds.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -8,7 +8,7 @@
 
 #include "backends/op_names.h"
 
-namespace bb::shim {
+namespace bb::backends {
 namespace {
 
 // By name without overload: allocation, copies, fills, scalar reads, dtype/device moves.
@@ -49,4 +49,4 @@ bool is_plumbing_op(const std::string& op) {
   return it->second;
 }
 
-}  // namespace bb::shim
+}  // namespace bb::backends
