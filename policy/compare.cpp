@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <tuple>
 #include <limits>
 #include <sstream>
 
@@ -26,6 +27,37 @@ Mismatch make(std::string what, std::string detail) {
 
 }  // namespace
 
+namespace {
+
+// Both as flat float64 on the CPU (complex as pairs of reals).
+std::pair<at::Tensor, at::Tensor> flat_doubles(const at::Tensor& expected, const at::Tensor& actual) {
+  at::Tensor e = expected.detach().to(at::kCPU), a = actual.detach().to(at::kCPU);
+  if (e.is_complex()) {
+    e = at::view_as_real(e.resolve_conj());
+    a = at::view_as_real(a.resolve_conj());
+  }
+  return {e.to(at::kDouble).reshape({-1}), a.to(at::kDouble).reshape({-1})};
+}
+
+std::pair<double, double> stats(const at::Tensor& e, const at::Tensor& a) {
+  at::Tensor diff = (e - a).abs();
+  at::Tensor finite = diff.isfinite();
+  if (!finite.any().item<bool>()) return {0, 0};
+  at::Tensor d = diff.masked_select(finite);
+  at::Tensor rel = d / e.abs().masked_select(finite).clamp_min(std::numeric_limits<double>::min());
+  return {d.max().item<double>(), rel.max().item<double>()};
+}
+
+}  // namespace
+
+std::pair<double, double> error_stats(const at::Tensor& expected, const at::Tensor& actual) {
+  if (!expected.defined() || !actual.defined() || expected.sizes() != actual.sizes() ||
+      expected.scalar_type() != actual.scalar_type() || expected.numel() == 0)
+    return {0, 0};
+  auto [e, a] = flat_doubles(expected, actual);
+  return stats(e, a);
+}
+
 std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol) {
   if (expected.defined() != actual.defined())
     return make("kind", expected.defined() ? "expected a tensor, got an undefined one" : "expected no tensor");
@@ -35,25 +67,12 @@ std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Te
   if (expected.scalar_type() != actual.scalar_type())
     return make("dtype", "expected " + shape_text(expected) + ", got " + shape_text(actual));
   if (expected.numel() == 0) return std::nullopt;
-  at::Tensor e = expected.detach().to(at::kCPU), a = actual.detach().to(at::kCPU);
-  if (e.is_complex()) {
-    e = at::view_as_real(e.resolve_conj());
-    a = at::view_as_real(a.resolve_conj());
-  }
-  e = e.to(at::kDouble).reshape({-1});
-  a = a.to(at::kDouble).reshape({-1});
+  auto [e, a] = flat_doubles(expected, actual);
   at::Tensor diff = (e - a).abs();
-  at::Tensor both_nan = e.isnan() & a.isnan();
-  at::Tensor ok = (e == a) | both_nan | (diff <= tol.atol + tol.rtol * e.abs());
-  at::Tensor finite = diff.isfinite();
-  Mismatch m = make("values", "");
-  if (finite.any().item<bool>()) {
-    at::Tensor d = diff.masked_select(finite);
-    m.max_abs = d.max().item<double>();
-    at::Tensor rel = d / e.abs().masked_select(finite).clamp_min(std::numeric_limits<double>::min());
-    m.max_rel = rel.max().item<double>();
-  }
+  at::Tensor ok = (e == a) | (e.isnan() & a.isnan()) | (diff <= tol.atol + tol.rtol * e.abs());
   if (ok.all().item<bool>()) return std::nullopt;
+  Mismatch m = make("values", "");
+  std::tie(m.max_abs, m.max_rel) = stats(e, a);
   at::Tensor bad = (~ok).nonzero();
   m.first_index = bad[0][0].item<int64_t>();
   std::ostringstream s;
@@ -61,6 +80,33 @@ std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Te
     << m.first_index << " (expected " << e[m.first_index].item<double>() << ", got " << a[m.first_index].item<double>()
     << "); max abs error " << m.max_abs << ", max rel error " << m.max_rel << " (rtol " << tol.rtol << ", atol "
     << tol.atol << ")";
+  m.detail = s.str();
+  return m;
+}
+
+std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const at::Tensor& actual,
+                                               const at::Tensor& reference, Tolerance tol) {
+  if (auto m = compare_tensors(native, actual, {INFINITY, INFINITY}); m && m->what != "values") return m;
+  if (!native.defined() || native.numel() == 0) return std::nullopt;
+  if (!reference.defined() || reference.sizes() != native.sizes()) return compare_tensors(native, actual, tol);
+  auto [n, a] = flat_doubles(native, actual);
+  at::Tensor r = reference.detach().to(at::kCPU).to(at::kDouble).reshape({-1});
+  at::Tensor native_err = (n - r).abs();
+  native_err = native_err.masked_select(native_err.isfinite());
+  const double yardstick = native_err.numel() ? native_err.max().item<double>() : 0.0;
+  at::Tensor same = (a == n) | (a.isnan() & n.isnan()) | (a == r) | (a.isnan() & r.isnan());
+  at::Tensor ok = same | ((a - r).abs() <= tol.atol + tol.rtol * r.abs() + 2 * yardstick);
+  if (ok.all().item<bool>()) return std::nullopt;
+  Mismatch m = make("values", "");
+  std::tie(m.max_abs, m.max_rel) = stats(r, a);
+  at::Tensor bad = (~ok).nonzero();
+  m.first_index = bad[0][0].item<int64_t>();
+  std::ostringstream s;
+  s << shape_text(native) << ": " << bad.size(0) << " of " << n.numel() << " elements differ from native and from the "
+    << "float64 reference; first at flat index " << m.first_index << " (native " << n[m.first_index].item<double>()
+    << ", float64 " << r[m.first_index].item<double>() << ", got " << a[m.first_index].item<double>()
+    << "); max abs error against float64 " << m.max_abs << ", native's " << yardstick << " (rtol " << tol.rtol
+    << ", atol " << tol.atol << ", plus twice native's error)";
   m.detail = s.str();
   return m;
 }

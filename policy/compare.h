@@ -26,6 +26,18 @@ using ToleranceFn = std::function<Tolerance(c10::ScalarType)>;
 // nullopt when `actual` matches `expected`.
 std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol);
 
+// Largest absolute and relative differences over finite elements of same-shaped tensors (0 when
+// shapes or dtypes differ, or the tensors are empty).
+std::pair<double, double> error_stats(const at::Tensor& expected, const at::Tensor& actual);
+
+// The second chance of a floating-point result that is not within tolerance of native: judged against
+// `reference`, the same op computed in float64, with native's own error as the yardstick (a kernel that
+// sums in another order is as right as native, and native is not always right: float32 gelu(inf) is
+// NaN on the CPU). Element i passes when actual equals native or the reference exactly (NaN equals
+// NaN), or |actual - r| <= atol + rtol |r| + 2 max|native - r| (the max over finite elements).
+std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const at::Tensor& actual,
+                                               const at::Tensor& reference, Tolerance tol);
+
 // Tensors, lists and tuples of them, and scalars; `path` names the output in messages.
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,
                                        const ToleranceFn& tolerance, const std::string& path = "output");
