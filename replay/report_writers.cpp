@@ -1,5 +1,6 @@
 #include "replay/report_writers.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -9,11 +10,22 @@
 namespace bb::replay {
 namespace {
 
+// A message's first line, and how many more there are (compiler output is long; JSON has it whole).
+std::string first_line(const std::string& m) {
+  const size_t nl = m.find('\n');
+  if (nl == std::string::npos) return m;
+  const auto more = std::count(m.begin() + static_cast<std::ptrdiff_t>(nl) + 1, m.end(), '\n') + 1;
+  return m.substr(0, nl) + " [" + std::to_string(more) + " more lines in the JSON report]";
+}
+
 std::string fixed(double v, int digits = 2) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
+
+// An op's summed time, or "-" when none of its cases was timed.
+std::string time_text(const OpSummary& o, double v) { return o.speedup ? fixed(v) : "-"; }
 
 std::string general(double v) {
   char buf[64];
@@ -135,7 +147,7 @@ void problems(const Report& r, std::ostream& s, bool markdown) {
         << "**" << md_cell(flags) << ": " << md_cell(c.message) << "\n";
     } else {
       s << "  " << c.op << " (" << c.signature << ") " << c.variant << ": " << to_string(c.status) << flags << ": "
-        << c.message << "\n";
+        << first_line(c.message) << "\n";
     }
   }
 }
@@ -152,7 +164,7 @@ class MarkdownWriter : public ReportWriter {
     s << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& o : r.ops())
       s << "| `" << o.op << "` | " << o.cases << " | " << o.passed << " | " << o.failed << " | " << o.crashed << " | "
-        << o.skipped << " | " << o.flagged << " | " << fixed(o.native_us) << " | " << fixed(o.generated_us) << " | "
+        << o.skipped << " | " << o.flagged << " | " << time_text(o, o.native_us) << " | " << time_text(o, o.generated_us) << " | "
         << speedup_text(o.speedup) << " |\n";
     s << "\n**Overall**: " << overall_line(r.overall()) << "\n";
     problems(r, s, true);
@@ -170,7 +182,7 @@ class ConsoleWriter : public ReportWriter {
     for (const auto& o : r.ops())
       s << std::left << std::setw(36) << o.op << std::right << std::setw(6) << o.cases << std::setw(8) << o.passed
         << std::setw(8) << o.failed << std::setw(9) << o.crashed << std::setw(9) << o.skipped << std::setw(14)
-        << fixed(o.native_us) << std::setw(14) << fixed(o.generated_us) << std::setw(9) << speedup_text(o.speedup)
+        << time_text(o, o.native_us) << std::setw(14) << time_text(o, o.generated_us) << std::setw(9) << speedup_text(o.speedup)
         << "  " << join(o.flags, ",") << "\n";
     s << overall_line(r.overall()) << "\n";
     problems(r, s, false);

@@ -67,7 +67,9 @@ std::string arg_text(const trace::ArgValue& a) {
   }
 }
 
-std::string args_text(const trace::TraceEntry& e) {
+}  // namespace
+
+std::string signature_text(const trace::TraceEntry& e) {
   std::ostringstream s;
   bool first = true;
   for (const auto& a : e.args) {
@@ -78,6 +80,8 @@ std::string args_text(const trace::TraceEntry& e) {
   }
   return s.str();
 }
+
+namespace {
 
 void print_header(const trace::Trace& t, const std::string& source, std::ostream& out) {
   const auto& m = t.meta;
@@ -131,7 +135,7 @@ void print_summary(const trace::Trace& t, const std::string& source, const Summa
   std::stable_sort(sigs.begin(), sigs.end(), [](auto* a, auto* b) { return a->count > b->count; });
   out << "\ntop signatures by calls\n";
   for (size_t k = 0; k < sigs.size() && k < options.signatures; ++k)
-    out << "  " << std::setw(8) << sigs[k]->count << "  " << sigs[k]->op << "(" << args_text(*sigs[k]) << ")\n";
+    out << "  " << std::setw(8) << sigs[k]->count << "  " << sigs[k]->op << "(" << signature_text(*sigs[k]) << ")\n";
 }
 
 }  // namespace bb::replay

@@ -12,6 +12,9 @@ struct SummaryOptions {
   size_t signatures = 0;      // also list this many signatures, by calls
 };
 
+// A signature in one line: tensors as dtype[shape], lists and scalars as values.
+std::string signature_text(const trace::TraceEntry& entry);
+
 void print_summary(const trace::Trace& trace, const std::string& source, const SummaryOptions& options,
                    std::ostream& out);
 

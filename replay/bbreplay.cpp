@@ -1,0 +1,311 @@
+// bbreplay: check and benchmark kernels on the calls a program really made (docs/replay.md).
+//   bbreplay TRACE [--backend DIR] [--policy F] [--ops LIST] [--device cpu|cuda] [--seed N]
+//            [--variants LIST] [--check-only|--perf-only] [--json F] [--csv F] [--markdown F] ...
+// Exit codes: 0 every checked case passed, 1 some case failed, crashed or timed out, 2 usage or input
+// error (file:line:column for a bad trace or policy).
+#include <ATen/Context.h>
+#include <CLI/CLI.hpp>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+#include "backends/loader.h"
+#include "backends/op_names.h"
+#include "replay/case_json.h"
+#include "replay/cases.h"
+#include "replay/report_writers.h"
+#include "replay/runner.h"
+#include "replay/torchbench.h"
+#include "replay/trace_summary.h"
+#include "replay/worker_pool.h"
+#include "tracer/trace_yaml.h"
+
+namespace {
+
+using namespace bb;
+using namespace bb::replay;
+
+struct Options {
+  std::string trace, backend, policy, ops, device, variants, json, csv, markdown;
+  uint64_t seed = 0;
+  bool check_only = false, perf_only = false, list = false, worker = false;
+  int repetitions = 25;
+  double budget = 2.0, timeout = 300;
+};
+
+struct Usage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string exe_path() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "bbreplay";
+}
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::vector<std::string> parse_variants(const std::string& list) {
+  if (list.empty()) return all_variants();
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string v;
+  while (std::getline(ss, v, ',')) {
+    if (std::find(all_variants().begin(), all_variants().end(), v) == all_variants().end())
+      throw Usage("unknown variant '" + v + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Everything a parent and its workers set up the same way.
+struct Setup {
+  trace::Trace trace;
+  std::optional<policy::Policy> policy;
+  backends::Backend backend;
+  bool has_backend = false;
+  RunOptions run;
+  std::vector<Case> cases;
+
+  const backends::LoadedKernel* kernel_for(const std::string& op) const {
+    for (const auto& k : backend.kernels)
+      if (k.op == op) return &k;
+    return nullptr;
+  }
+
+  // Why an op has no usable kernel: a folder whose kernel failed to build or load fails the op's
+  // cases with that message; an op without a folder is skipped.
+  CaseResult problem_for(const std::string& op) const {
+    CaseResult r;
+    const std::string folder = "/" + backends::folder_from_op(op) + "/";
+    for (const auto& p : backend.problems) {
+      if (p.find(folder) == std::string::npos && p.find(backends::folder_from_op(op) + ":") == std::string::npos)
+        continue;
+      r.status = Status::Failed;
+      r.message = "the kernel is not usable: " + p;
+      return r;
+    }
+    r.status = Status::Skipped;
+    r.message = "the backend has no kernel for this op";
+    return r;
+  }
+};
+
+Setup set_up(const Options& o, bool quiet) {
+  Setup s;
+  s.trace = load_any_trace(o.trace);
+  if (!o.policy.empty()) s.policy = policy::load_policy(o.policy);
+  std::string dir = !o.backend.empty() ? o.backend : s.policy ? s.policy->backend.value_or("") : "";
+  s.has_backend = !dir.empty();
+  const std::string device = o.device.empty() ? (at::hasCUDA() ? "cuda" : "cpu") : o.device;
+  if (device != "cpu" && device != "cuda") throw Usage("--device must be cpu or cuda");
+  if (device == "cuda" && !at::hasCUDA()) throw Usage("--device cuda but torch sees no CUDA device");
+  s.run.device = c10::Device(device);
+  s.run.seed = o.seed;
+  s.run.check = !o.perf_only;
+  s.run.time = !o.check_only;
+  s.run.repetitions = o.repetitions;
+  s.run.budget_seconds = o.budget;
+  if (s.has_backend) {
+    std::string exe = exe_path();
+    auto tc = backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, exe.substr(0, exe.rfind('/')) + "/../include", "");
+    s.backend = backends::load_backend(dir, tc);
+    if (!quiet)
+      for (const auto& p : s.backend.problems) std::cerr << "bbreplay: backend " << p << "\n";
+  }
+  // With a backend and no --ops, the ops the backend has a kernel for (usable or not).
+  std::string selection = o.ops;
+  if (selection.empty() && s.has_backend) {
+    for (const auto& op : s.backend.ops) selection += op + ",";
+    if (selection.empty()) throw Usage("backend " + dir + " has no kernel folder");
+  }
+  OpFilter filter(selection);
+  std::vector<std::string> ops;
+  for (const auto& e : s.trace.ops) ops.push_back(e.op);
+  if (!quiet && !o.ops.empty())
+    for (const auto& p : filter.unused(ops))
+      std::cerr << "bbreplay: --ops pattern '" << p << "' matches no op of the trace (overloads are part of the "
+                << "name: add.Tensor; add.* takes every overload)\n";
+  auto applies = [](const trace::TraceEntry& e, const std::string& variant) {
+    try {
+      return variant_applies(bind_call(e), variant);
+    } catch (const std::invalid_argument&) {
+      return false;  // the traced case says why
+    }
+  };
+  s.cases = enumerate_cases(s.trace, filter, parse_variants(o.variants), applies);
+  return s;
+}
+
+CaseResult describe(const trace::TraceEntry& e, const std::string& variant, Status st, const std::string& why) {
+  CaseResult r;
+  r.op = e.op;
+  r.signature = signature_text(e);
+  r.variant = variant;
+  r.calls = e.count;
+  r.status = st;
+  r.message = why;
+  return r;
+}
+
+int worker_main(const Options& o) {
+  const int proto = ::dup(STDOUT_FILENO);  // results go here; anything a kernel prints goes to stderr
+  ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  Setup s = set_up(o, true);
+  s.run.policy = s.policy ? &*s.policy : nullptr;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    const size_t i = std::stoul(line);
+    const Case& c = s.cases.at(i);
+    const auto& entry = s.trace.ops[c.entry];
+    const auto* kernel = s.has_backend ? s.kernel_for(entry.op) : nullptr;
+    CaseResult result;
+    try {
+      result = run_case(entry, c.variant, kernel, s.run);
+    } catch (const std::exception& e) {  // the harness's own failure: said, not hidden
+      result = describe(entry, c.variant, Status::Skipped, std::string("bbreplay could not run this case: ") + e.what());
+    }
+    std::string out = case_to_json_line(result);
+    if (::write(proto, out.data(), out.size()) != static_cast<ssize_t>(out.size())) return 1;
+  }
+  return 0;
+}
+
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(::isatty(STDERR_FILENO)) {}
+  void at(size_t done, const std::string& op) {
+    if (tty_) {
+      std::cerr << "\r[" << done << "/" << total_ << "] " << op << "\033[K" << std::flush;
+    } else if (op != last_) {
+      std::cerr << "bbreplay: [" << done << "/" << total_ << "] " << op << "\n";
+    }
+    last_ = op;
+  }
+  ~Progress() {
+    if (tty_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  size_t total_;
+  bool tty_;
+  std::string last_;
+};
+
+Report run_all(const Options& o, const Setup& s, const std::vector<std::string>& worker_argv) {
+  Report report;
+  report.meta = {std::string("bbreplay ") + BB_VERSION, o.trace,
+                 s.has_backend ? s.backend.dir : "native (self-check: native against native)",
+                 s.run.device.str(), BB_TORCH_VERSION, now_utc(), timing_method(s.run), o.seed};
+  std::unique_ptr<Worker> worker;
+  Progress progress(s.cases.size());
+  for (size_t i = 0; i < s.cases.size(); ++i) {
+    const auto& entry = s.trace.ops[s.cases[i].entry];
+    const std::string& variant = s.cases[i].variant;
+    progress.at(i, entry.op);
+    if (s.has_backend && !s.kernel_for(entry.op)) {
+      report.cases.push_back(s.problem_for(entry.op));
+      report.cases.back() = describe(entry, variant, report.cases.back().status, report.cases.back().message);
+      continue;
+    }
+    if (!worker) worker = std::make_unique<Worker>(worker_argv);
+    std::string reply, why;
+    switch (worker->ask(std::to_string(i), o.timeout, &reply, &why)) {
+      case Worker::Outcome::Reply: report.cases.push_back(case_from_json_line(reply)); break;
+      case Worker::Outcome::Died:
+        report.cases.push_back(describe(entry, variant, Status::Crashed, "the worker " + why));
+        worker.reset();
+        break;
+      case Worker::Outcome::TimedOut:
+        report.cases.push_back(describe(entry, variant, Status::Timeout, why));
+        worker.reset();
+        break;
+    }
+  }
+  return report;
+}
+
+void write_file(const std::string& path, const std::string& format, const Report& r) {
+  if (path.empty()) return;
+  std::ofstream f(path);
+  if (!(f << make_writer(format)->render(r))) throw Usage("cannot write " + path);
+}
+
+// torch's CUDA kernels and hooks live in libtorch_cuda, which nothing here links: loaded when this
+// torch has it, so that --device cuda finds the CUDA dispatch keys (a CPU-only torch has none).
+void load_torch_cuda() {
+  const std::string lib = std::string(BB_TORCH_LIB_DIR) + "/libtorch_cuda.so";
+  if (::access(lib.c_str(), R_OK) == 0 && !::dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL))
+    std::cerr << "bbreplay: cannot load " << lib << ": " << ::dlerror() << " (CUDA unavailable)\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  load_torch_cuda();
+  Options o;
+  CLI::App app{"bbreplay: check and benchmark kernels on the calls a program really made"};
+  app.add_option("trace", o.trace, "bbshim trace (YAML) or TorchBench operator-input log")->required();
+  app.add_option("--backend", o.backend,
+                 "backend folder with the kernels under test (default: native against native, a self-check)");
+  app.add_option("--policy", o.policy, "routing policy: its tolerances (and backend, if it names one)");
+  app.add_option("--ops", o.ops,
+                 "ops to replay, comma-separated: full overload names (relu, add.Tensor, aten::mm), * and ? as "
+                 "wildcards (add.*, *_backward); default all");
+  app.add_option("--device", o.device, "cpu or cuda (default: cuda when torch sees one)");
+  app.add_option("--seed", o.seed, "seed of every input")->capture_default_str();
+  app.add_option("--variants", o.variants,
+                 "comma-separated: traced, noncontiguous, special-values, empty, scalar, odd-size (default all)");
+  auto* check_only = app.add_flag("--check-only", o.check_only, "check correctness, do not time");
+  app.add_flag("--perf-only", o.perf_only, "time, do not compare results")->excludes(check_only);
+  app.add_option("--repetitions", o.repetitions, "timed runs per kernel and case, at most")->capture_default_str();
+  app.add_option("--budget", o.budget, "seconds of timing per case, roughly")->capture_default_str();
+  app.add_option("--timeout", o.timeout, "seconds before a case is declared hung")->capture_default_str();
+  app.add_option("--json", o.json, "write the report as JSON");
+  app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
+  app.add_option("--markdown", o.markdown, "write the report as Markdown");
+  app.add_flag("--list", o.list, "list the cases and exit");
+  app.add_flag("--worker", o.worker, "internal: serve cases on stdin")->group("");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    if (o.worker) return worker_main(o);
+    Setup s = set_up(o, false);
+    if (s.cases.empty()) throw Usage("no case to run: no op of the trace matches --ops");
+    if (o.list) {
+      for (size_t i = 0; i < s.cases.size(); ++i)
+        std::cout << s.trace.ops[s.cases[i].entry].op << "  (" << signature_text(s.trace.ops[s.cases[i].entry])
+                  << ")  " << s.cases[i].variant << "\n";
+      return 0;
+    }
+    std::vector<std::string> worker_argv(argv, argv + argc);
+    worker_argv[0] = exe_path();
+    worker_argv.push_back("--worker");
+    Report report = run_all(o, s, worker_argv);
+    std::cout << make_writer("console")->render(report);
+    write_file(o.json, "json", report);
+    write_file(o.csv, "csv", report);
+    write_file(o.markdown, "markdown", report);
+    return report.all_passed() ? 0 : 1;
+  } catch (const trace::FormatError& e) {
+    std::cerr << "bbreplay: " << e.what() << "\n";
+  } catch (const Usage& e) {
+    std::cerr << "bbreplay: " << e.what() << "\n";
+  }
+  return 2;
+}

@@ -1,0 +1,73 @@
+#include "replay/case_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace bb::replay {
+namespace {
+
+nlohmann::json timing(const std::optional<Timing>& t) {
+  if (!t) return nullptr;
+  return {t->median, t->q1, t->q3, t->min, t->samples};
+}
+
+std::optional<Timing> timing(const nlohmann::json& j) {
+  if (j.is_null()) return std::nullopt;
+  return Timing{j.at(0).get<double>(), j.at(1).get<double>(), j.at(2).get<double>(), j.at(3).get<double>(),
+                j.at(4).get<int>()};
+}
+
+// nlohmann writes NaN and infinities as null; they come back as NaN.
+double number(const nlohmann::json& j) { return j.is_null() ? std::nan("") : j.get<double>(); }
+
+Status status_from(const std::string& s) {
+  for (Status st : {Status::Passed, Status::Failed, Status::Crashed, Status::Timeout, Status::Skipped})
+    if (s == to_string(st)) return st;
+  throw std::invalid_argument("unknown status " + s);
+}
+
+}  // namespace
+
+std::string case_to_json_line(const CaseResult& r) {
+  nlohmann::json j = {{"op", r.op},
+                      {"signature", r.signature},
+                      {"variant", r.variant},
+                      {"calls", r.calls},
+                      {"status", to_string(r.status)},
+                      {"message", r.message},
+                      {"flags", r.flags},
+                      {"abs", r.max_abs_error},
+                      {"rel", r.max_rel_error},
+                      {"rtol", r.rtol},
+                      {"atol", r.atol},
+                      {"native", timing(r.native)},
+                      {"generated", timing(r.generated)}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+CaseResult case_from_json_line(const std::string& line) {
+  try {
+    auto j = nlohmann::json::parse(line);
+    CaseResult r;
+    r.op = j.at("op");
+    r.signature = j.at("signature");
+    r.variant = j.at("variant");
+    r.calls = j.at("calls");
+    r.status = status_from(j.at("status"));
+    r.message = j.at("message");
+    r.flags = j.at("flags").get<std::vector<std::string>>();
+    r.max_abs_error = number(j.at("abs"));
+    r.max_rel_error = number(j.at("rel"));
+    r.rtol = number(j.at("rtol"));
+    r.atol = number(j.at("atol"));
+    r.native = timing(j.at("native"));
+    r.generated = timing(j.at("generated"));
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("malformed result line: ") + e.what());
+  }
+}
+
+}  // namespace bb::replay

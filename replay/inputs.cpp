@@ -1,0 +1,427 @@
+#include "replay/inputs.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <functional>
+#include <set>
+#include <stdexcept>
+
+#include "backends/op_names.h"
+#include "tracer/names.h"
+
+namespace bb::replay {
+namespace {
+
+using trace::ArgKind;
+using trace::ArgValue;
+using trace::TensorMeta;
+using Range = std::pair<int64_t, int64_t>;  // inclusive
+
+const trace::ArgValue* find_arg(const std::vector<trace::ArgValue>& args, const std::string& name) {
+  for (const auto& a : args)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+// ------------------------------------------------------------------ semantic index ranges
+
+struct Lookup {  // the bound call's values by schema argument name
+  const BoundCall& call;
+  const ArgValue* arg(const std::string& name) const {
+    const auto& params = call.op.schema().arguments();
+    for (size_t i = 0; i < params.size(); ++i)
+      if (params[i].name() == name && call.args[i]) return &*call.args[i];
+    return nullptr;
+  }
+  std::optional<std::vector<int64_t>> shape(const std::string& name) const {
+    const ArgValue* a = arg(name);
+    if (!a || a->kind != ArgKind::Tensor || !a->tensors[0]) return std::nullopt;
+    return a->tensors[0]->shape;
+  }
+  std::optional<int64_t> integer(const std::string& name) const {
+    const ArgValue* a = arg(name);
+    return a && a->kind == ArgKind::Int ? std::optional<int64_t>(a->i) : std::nullopt;
+  }
+  std::optional<int64_t> size(const std::string& tensor, int64_t dim) const {
+    auto s = shape(tensor);
+    if (!s || s->empty()) return std::nullopt;
+    const int64_t nd = static_cast<int64_t>(s->size());
+    if (dim < 0) dim += nd;
+    if (dim < 0 || dim >= nd) return std::nullopt;
+    return (*s)[dim];
+  }
+};
+
+std::optional<Range> upto(std::optional<int64_t> n) {
+  if (!n || *n <= 0) return std::nullopt;
+  return Range{0, *n - 1};
+}
+
+// Valid values for index-like integer inputs, from what the op does with them.
+std::optional<Range> semantic_range(const std::string& op, const std::string& arg, size_t elem, const Lookup& l) {
+  static const std::set<std::string> along_dim = {"index_select", "gather", "scatter", "scatter_add",
+                                                  "scatter_reduce", "index_add", "index_copy", "index_fill"};
+  static const std::set<std::string> indexing = {"index", "index_put", "index_put_", "_index_put_impl_",
+                                                 "_unsafe_index", "_unsafe_index_put"};
+  static const std::set<std::string> nll = {"nll_loss_forward", "nll_loss2d_forward", "nll_loss",
+                                            "nll_loss_backward", "nll_loss2d_backward", "cross_entropy_loss"};
+  const std::string base = backends::split_op(op).first.substr(6);  // without aten::
+  if ((base == "embedding" || base == "_embedding_bag" || base == "embedding_bag") && arg == "indices")
+    return upto(l.size("weight", 0));
+  if ((base == "embedding_dense_backward" || base == "embedding_backward") && arg == "indices")
+    return upto(l.integer("num_weights"));
+  if (along_dim.count(base) && arg == "index") return upto(l.size("self", l.integer("dim").value_or(0)));
+  if (indexing.count(base) && arg == "indices") return upto(l.size("self", static_cast<int64_t>(elem)));
+  if (nll.count(base) && arg == "target") {
+    auto s = l.shape("self");
+    if (!s || s->empty()) return std::nullopt;
+    return upto(s->size() >= 2 ? (*s)[1] : (*s)[0]);
+  }
+  if (base == "take" && arg == "index") {
+    auto s = l.shape("self");
+    if (!s) return std::nullopt;
+    int64_t n = 1;
+    for (int64_t x : *s) n *= x;
+    return upto(n);
+  }
+  if (base == "one_hot" && arg == "self") return upto(l.integer("num_classes"));
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------------ values
+
+bool positive_only(const std::string& arg) {
+  static const std::set<std::string> names = {"running_var", "var", "rstd", "invstd"};
+  return names.count(arg) > 0;
+}
+
+class Maker {
+ public:
+  Maker(const BoundCall& call, const InputOptions& o) : call_(call), lookup_{call}, o_(o) {}
+
+  c10::IValue value(size_t i) {
+    const c10::Argument& param = call_.op.schema().arguments()[i];
+    if (!call_.args[i]) return param.default_value().value_or(c10::IValue());
+    const ArgValue& a = *call_.args[i];
+    const bool tensor_param = param.real_type()->kind() == c10::TypeKind::TensorType;
+    const bool number = a.kind == ArgKind::Int || a.kind == ArgKind::Float || a.kind == ArgKind::Bool;
+    if (tensor_param && number) return wrapped_number(a);  // TorchBench logs: mul.Tensor(T, 0.5)
+    if (a.kind == ArgKind::TensorList && param.real_type()->str() == "Tensor?[]") {  // TorchBench: index(T, [T])
+      c10::List<std::optional<at::Tensor>> l;
+      for (size_t k = 0; k < a.tensors.size(); ++k) l.push_back(tensor(*a.tensors[k], param.name(), k, i));
+      return l;
+    }
+    switch (a.kind) {
+      case ArgKind::None: return c10::IValue();
+      case ArgKind::Tensor: return tensor(*a.tensors[0], param.name(), 0, i);
+      case ArgKind::Int: return a.i;
+      case ArgKind::Float: return a.f;
+      case ArgKind::Bool: return a.b;
+      case ArgKind::Complex: return c10::complex<double>(a.c.real(), a.c.imag());
+      case ArgKind::String: return a.text;
+      case ArgKind::IntList: return a.ints;
+      case ArgKind::FloatList: return a.floats;
+      case ArgKind::BoolList: {
+        c10::List<bool> l;
+        for (bool b : a.bools) l.push_back(b);
+        return l;
+      }
+      case ArgKind::TensorList: {
+        std::vector<at::Tensor> v;
+        for (size_t k = 0; k < a.tensors.size(); ++k) v.push_back(tensor(*a.tensors[k], param.name(), k, i));
+        return v;
+      }
+      case ArgKind::OptTensorList: {
+        c10::List<std::optional<at::Tensor>> l;
+        for (size_t k = 0; k < a.tensors.size(); ++k)
+          l.push_back(a.tensors[k] ? std::optional<at::Tensor>(tensor(*a.tensors[k], param.name(), k, i)) : std::nullopt);
+        return l;
+      }
+      case ArgKind::ScalarType: return static_cast<int64_t>(enum_value(names::dtype_from(a.text), a));
+      case ArgKind::Layout: return static_cast<int64_t>(enum_value(names::layout_from(a.text), a));
+      case ArgKind::MemoryFormat: return static_cast<int64_t>(enum_value(names::memory_format_from(a.text), a));
+      case ArgKind::Device: return o_.device;  // every device in the call becomes the replay device
+      default: throw std::invalid_argument("argument " + a.name + " (" + to_string(a.kind) + ") cannot be rebuilt");
+    }
+  }
+
+ private:
+  // A Python number passed where the schema wants a tensor: a 0-dim "wrapped number" tensor, which
+  // type promotion treats as Python does (it does not make float32 * 0.5 a float64).
+  c10::IValue wrapped_number(const ArgValue& a) const {
+    at::Tensor t = a.kind == ArgKind::Float ? at::scalar_tensor(a.f, at::kDouble)
+                   : a.kind == ArgKind::Bool ? at::scalar_tensor(a.b, at::kBool)
+                                              : at::scalar_tensor(a.i, at::kLong);
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;  // on the CPU, as Python makes them: CPU scalars mix with tensors of any device
+  }
+
+  template <class E>
+  E enum_value(std::optional<E> v, const ArgValue& a) const {
+    if (!v) throw std::invalid_argument("argument " + a.name + ": unknown name '" + a.text + "'");
+    return *v;
+  }
+
+  // A generator per tensor: the values do not depend on which other tensors are made.
+  at::Generator generator(size_t arg, size_t elem) const {
+    uint64_t h = o_.seed * 0x9E3779B97F4A7C15ull + arg * 0x100000001B3ull + elem * 0xBF58476D1CE4E5B9ull;
+    h ^= std::hash<std::string>()(o_.variant) + std::hash<std::string>()(call_.op.schema().name());
+    return at::detail::createCPUGenerator(h);
+  }
+
+  at::Tensor fill(int64_t numel, c10::ScalarType t, const std::optional<Range>& range, const std::string& name,
+                  at::Generator gen) const {
+    auto cpu = at::TensorOptions().device(c10::kCPU);
+    if (t == at::kBool) return at::randint(0, 2, {numel}, gen, cpu.dtype(at::kLong)).to(at::kBool);
+    if (c10::isIntegralType(t, false)) {
+      const bool is_unsigned = t == at::kByte || t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64;
+      Range r = range.value_or(is_unsigned ? Range{0, 15} : Range{-8, 8});
+      return at::randint(r.first, r.second + 1, {numel}, gen, cpu.dtype(at::kLong)).to(t);
+    }
+    // Not centred on zero, not confined to [0, 1): identity kernels fail relu and abs.
+    at::Tensor x = at::normal(0.25, 1.0, {numel}, gen, cpu.dtype(at::kDouble));
+    if (positive_only(name)) x = x.abs() + 0.1;
+    return x.to(t);
+  }
+
+  at::Tensor tensor(const TensorMeta& m, const std::string& name, size_t elem, size_t arg) const {
+    auto t = names::dtype_from(m.dtype);
+    if (!t) throw std::invalid_argument("tensor " + name + ": unknown dtype " + m.dtype);
+    if (m.symbolic || m.layout != "strided") throw std::invalid_argument("tensor " + name + " is " + m.layout);
+    std::optional<Range> range;
+    if (m.range) range = Range{m.range->first, m.range->second};
+    if (!range) range = semantic_range(call_.op.schema().name(), name, elem, lookup_);
+    int64_t storage = m.offset + 1;
+    bool empty = false;
+    for (size_t d = 0; d < m.shape.size(); ++d) {
+      empty |= m.shape[d] == 0;
+      storage += (m.shape[d] - 1) * m.stride[d];
+    }
+    if (empty) storage = m.offset;
+    if (arg == 0) storage = std::max(storage, view_extent(call_));
+    at::Tensor base = o_.device.is_meta() ? at::empty({storage}, at::TensorOptions().dtype(*t).device(c10::kMeta))
+                                          : fill(storage, *t, range, name, generator(arg, elem)).to(o_.device);
+    // Not a view of `base` (in-place ops such as detach_ refuse views), with the traced strides on
+    // every device (.to() would make a strided tensor contiguous).
+    at::Tensor out = at::empty({0}, base.options());
+    out.set_(base.storage(), m.offset, m.shape, m.stride);
+    return out;
+  }
+
+  // as_strided and its kin address their input's storage directly, beyond the input's own elements;
+  // the trace records the input's extent, not its storage's, so the storage is made large enough
+  // for the requested view.
+  static int64_t view_extent(const BoundCall& call) {
+    const std::string name = call.op.schema().name();
+    if (name.rfind("aten::as_strided", 0) != 0) return 0;
+    const ArgValue *size = nullptr, *stride = nullptr, *offset = nullptr;
+    for (const auto& a : call.args) {
+      if (!a) continue;
+      if (a->name == "size") size = &*a;
+      if (a->name == "stride") stride = &*a;
+      if (a->name == "storage_offset") offset = &*a;
+    }
+    if (!size || !stride || size->ints.size() != stride->ints.size()) return 0;
+    int64_t extent = (offset && offset->kind == ArgKind::Int ? offset->i : 0) + 1;
+    for (size_t d = 0; d < size->ints.size(); ++d) {
+      if (size->ints[d] == 0) return 0;
+      extent += (size->ints[d] - 1) * stride->ints[d];
+    }
+    return extent;
+  }
+
+  const BoundCall& call_;
+  Lookup lookup_;
+  const InputOptions& o_;
+};
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    s[k] = acc;
+    acc *= std::max<int64_t>(shape[k], 1);
+  }
+  return s;
+}
+
+// The tensor metadata of every tensor in the call, for variants to rewrite.
+std::vector<TensorMeta*> tensors_of(BoundCall& call) {
+  std::vector<TensorMeta*> out;
+  for (auto& a : call.args)
+    if (a)
+      for (auto& t : a->tensors)
+        if (t) out.push_back(&*t);
+  return out;
+}
+
+// Variants that change shapes apply to calls whose tensors are single arguments of one shape.
+bool one_shape(BoundCall& call) {
+  auto ts = tensors_of(call);
+  if (ts.empty() || ts[0]->shape.empty()) return false;
+  for (const auto& a : call.args)
+    if (a && (a->kind == ArgKind::TensorList || a->kind == ArgKind::OptTensorList)) return false;
+  for (auto* t : ts)
+    if (t->shape != ts[0]->shape) return false;
+  return true;
+}
+
+void reshape_all(BoundCall& call, const std::vector<int64_t>& shape) {
+  for (auto* t : tensors_of(call)) {
+    t->shape = shape;
+    t->stride = contiguous_strides(shape);
+    t->offset = 0;
+    t->range.reset();  // recorded ranges belong to the traced shapes
+  }
+}
+
+// Rewrites the call's tensors for a variant; throws when it does not apply.
+void apply_variant(BoundCall& call, const std::string& variant) {
+  auto fail = [&] { throw std::invalid_argument("variant " + variant + " does not apply to this call"); };
+  if (variant == "traced" || variant == "special-values") return;
+  if (variant == "noncontiguous") {
+    bool changed = false;
+    for (auto* t : tensors_of(call)) {
+      int64_t numel = 1;
+      for (int64_t s : t->shape) numel *= s;
+      if (numel <= 1 || t->stride != contiguous_strides(t->shape)) continue;
+      std::vector<int64_t> padded = t->shape;
+      padded.back() *= 2;  // every other element of a buffer twice as wide
+      t->stride = contiguous_strides(padded);
+      t->stride.back() = 2;
+      changed = true;
+    }
+    if (!changed) fail();
+    return;
+  }
+  if (!one_shape(call)) fail();
+  std::vector<int64_t> shape = tensors_of(call)[0]->shape;
+  if (variant == "empty") {
+    shape[0] = 0;
+  } else if (variant == "scalar") {
+    shape.clear();
+  } else if (variant == "odd-size") {
+    static const int64_t primes[] = {7, 13, 31, 5, 3, 2};
+    for (size_t d = 0; d < shape.size(); ++d) shape[d] = primes[std::min<size_t>(d, 5)];
+  } else {
+    throw std::invalid_argument("unknown variant " + variant);
+  }
+  reshape_all(call, shape);
+}
+
+// NaN, +inf and -inf at three places of every floating-point input's memory (written into the
+// storage, so that inputs whose elements share memory, such as expanded ones, work too).
+void inject_special_values(std::vector<c10::IValue>& values) {
+  for (auto& v : values) {
+    if (!v.isTensor() || !v.toTensor().defined() || !v.toTensor().is_floating_point()) continue;
+    const at::Tensor& t = v.toTensor();
+    const int64_t n = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
+    if (t.numel() == 0 || n == 0) continue;
+    at::Tensor storage = t.as_strided({n}, {1}, 0);
+    const double specials[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3 && k < n; ++k) storage[(k * n) / 3].fill_(specials[k]);
+  }
+}
+
+}  // namespace
+
+BoundCall bind_call(const trace::TraceEntry& entry) {
+  auto [name, overload] = backends::split_op(entry.op);
+  auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (!handle) throw std::invalid_argument("unknown op " + entry.op + " (not in this torch)");
+  BoundCall call{*handle, {}};
+  const auto& params = handle->schema().arguments();
+  std::set<std::string> used;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ArgValue* a = find_arg(entry.args, params[i].name());
+    if (!a) a = find_arg(entry.args, "arg" + std::to_string(i));
+    if (a) used.insert(a->name);
+    if (!a && !params[i].default_value() && params[i].real_type()->kind() != c10::TypeKind::OptionalType)
+      throw std::invalid_argument("argument " + params[i].name() + " of " + entry.op + " is missing");
+    call.args.push_back(a ? std::optional<ArgValue>(*a) : std::nullopt);
+  }
+  for (const auto& a : entry.args)
+    if (!used.count(a.name)) throw std::invalid_argument("argument " + a.name + " is not in " + entry.op + "'s schema");
+  return call;
+}
+
+std::string unreplayable(const BoundCall& call) {
+  if (call.op.hasTag(at::Tag::nondeterministic_seeded))
+    return "random op (its results depend on the generator's state, not only on its inputs)";
+  for (const auto& p : call.op.schema().arguments())
+    if (p.real_type()->str().find("Generator") != std::string::npos) return "random op (takes a generator)";
+  for (const auto& a : call.args) {
+    if (!a) continue;
+    if (a->kind == ArgKind::Symbolic || a->kind == ArgKind::Other || a->kind == ArgKind::Generator)
+      return "argument " + a->name + " (" + to_string(a->kind) + ") cannot be rebuilt";
+    for (const auto& t : a->tensors)
+      if (t && (t->symbolic || t->layout != "strided")) return "argument " + a->name + " is a " +
+                                                                (t->symbolic ? "symbolic-shaped" : t->layout) +
+                                                                " tensor";
+  }
+  return "";
+}
+
+bool variant_applies(const BoundCall& bound, const std::string& variant) {
+  BoundCall call = bound;
+  try {
+    apply_variant(call, variant);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  if (variant == "special-values") {
+    for (auto* t : tensors_of(call))  // NaN and Inf need a floating-point input to go into
+      if (auto type = names::dtype_from(t->dtype); type && c10::isFloatingType(*type)) return true;
+    return false;
+  }
+  if (variant == "noncontiguous") return true;
+  // A shape-changing variant must still be a valid call (the op's other arguments, such as dims and
+  // target sizes, were traced for the original shapes): asked of native on meta tensors, which holds
+  // no data. Ops without a meta kernel are given the benefit of the doubt.
+  try {
+    auto values = make_inputs(bound, {c10::Device(c10::kMeta), 0, variant});
+    torch::jit::Stack stack(values.begin(), values.end());
+    bound.op.callBoxed(&stack);
+  } catch (const c10::NotImplementedError&) {
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+std::vector<c10::IValue> make_inputs(const BoundCall& bound, const InputOptions& options) {
+  BoundCall call = bound;
+  apply_variant(call, options.variant);
+  Maker maker(call, options);
+  std::vector<c10::IValue> values;
+  for (size_t i = 0; i < call.args.size(); ++i) values.push_back(maker.value(i));
+  if (options.variant == "special-values") inject_special_values(values);
+  return values;
+}
+
+c10::IValue deep_copy(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) return v;
+    const int64_t storage = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
+    at::Tensor whole = t.as_strided({storage}, {1}, 0).clone();
+    at::Tensor out = at::empty({0}, whole.options());
+    out.set_(whole.storage(), t.storage_offset(), t.sizes(), t.strides());
+    return out;
+  }
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    for (const auto& t : v.toTensorVector()) out.push_back(deep_copy(t).toTensor());
+    return out;
+  }
+  if (v.isList()) {
+    c10::impl::GenericList out(v.toList().elementType());
+    for (const auto& x : v.toListRef()) out.push_back(deep_copy(x));
+    return out;
+  }
+  return v;
+}
+
+}  // namespace bb::replay

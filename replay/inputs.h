@@ -1,0 +1,50 @@
+// Rebuilding a traced call: bind the trace's arguments to the op's schema and make fresh, seeded
+// input values for it (docs/replay.md, "Inputs").
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tracer/trace_model.h"
+
+namespace bb::replay {
+
+// A traced call bound to its op: one trace argument (or the schema default) per schema argument.
+struct BoundCall {
+  c10::OperatorHandle op;
+  std::vector<std::optional<trace::ArgValue>> args;  // nullopt: use the schema's default
+};
+
+// Binds by name (our traces), else by position (argN, TorchBench logs); keyword arguments by name.
+// Throws std::invalid_argument with the reason (unknown op, missing or unknown argument).
+BoundCall bind_call(const trace::TraceEntry& entry);
+
+// How the values of one case are made.
+struct InputOptions {
+  c10::Device device = c10::kCPU;
+  uint64_t seed = 0;
+  std::string variant = "traced";  // traced | noncontiguous | special-values | empty | scalar | odd-size
+};
+
+// Why a call cannot be rebuilt (nondeterministic op, symbolic shapes, ...), or "".
+std::string unreplayable(const BoundCall& call);
+
+// Whether a variant makes a different, meaningful case of this call (noncontiguous needs a contiguous
+// tensor to change, special-values a floating-point one; empty, scalar and odd-size need tensors of
+// one shape, so that the call stays valid).
+bool variant_applies(const BoundCall& call, const std::string& variant);
+
+// Fresh input values for the call; the same options always give the same values. Throws
+// std::invalid_argument when the variant does not apply to this call.
+std::vector<c10::IValue> make_inputs(const BoundCall& call, const InputOptions& options);
+
+// A copy with its own memory and the same sizes, strides and storage offset.
+c10::IValue deep_copy(const c10::IValue& v);
+
+}  // namespace bb::replay

@@ -1,0 +1,383 @@
+#include "replay/runner.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "backends/op_kinds.h"
+#include "bb/kernel.h"
+#include "policy/compare.h"
+#include "replay/trace_summary.h"
+
+namespace bb::replay {
+namespace {
+
+using Values = std::vector<c10::IValue>;
+
+CaseResult with_status(CaseResult r, Status s, const std::string& why) {
+  r.status = s;
+  r.message = why;
+  return r;
+}
+
+Values copies(const Values& inputs) {
+  Values out;
+  for (const auto& v : inputs) out.push_back(deep_copy(v));
+  return out;
+}
+
+void synchronize(c10::Device d) {
+  if (d.is_cuda()) c10::impl::getDeviceGuardImpl(c10::kCUDA)->synchronizeDevice(d.has_index() ? d.index() : 0);
+}
+
+bool written(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+// The call's results: its outputs, then the arguments the schema lets it write (in-place, out=).
+Values results(const c10::OperatorHandle& op, const Values& args, const torch::jit::Stack& outputs) {
+  Values r(outputs.begin(), outputs.end());
+  const auto& params = op.schema().arguments();
+  for (size_t i = 0; i < params.size() && i < args.size(); ++i)
+    if (written(params[i])) r.push_back(args[i]);
+  return r;
+}
+
+// Notes the first ATen compute op (not allocation, view, copy or fill) that this thread calls while a
+// kernel under test runs: its work was done by ATen, not by the kernel.
+thread_local std::string* t_native_call = nullptr;
+
+std::unique_ptr<at::ObserverContext> note_op(const at::RecordFunction& fn) {
+  if (!t_native_call || !t_native_call->empty()) return nullptr;
+  std::string op = fn.name();
+  if (const char* overload = fn.overload_name(); overload && *overload) op += std::string(".") + overload;
+  if (!backends::is_plumbing_op(op)) *t_native_call = op;
+  return nullptr;
+}
+
+class NativeCallWatch {
+ public:
+  NativeCallWatch() {
+    t_native_call = &first_;
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&note_op).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~NativeCallWatch() {
+    at::removeCallback(handle_);
+    t_native_call = nullptr;
+  }
+  NativeCallWatch(const NativeCallWatch&) = delete;
+  NativeCallWatch& operator=(const NativeCallWatch&) = delete;
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+  at::CallbackHandle handle_;
+};
+
+// Runs native (kernel == null) or the kernel under test on `args`, which the call may write.
+Values call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
+            c10::Device device, std::string* native_call = nullptr) {
+  torch::jit::Stack stack(args.begin(), args.end());
+  if (kernel) {
+    NativeCallWatch watch;
+    kernel->kernel->function.callBoxed(op, c10::DispatchKeySet(device.is_cuda() ? c10::DispatchKey::CUDA
+                                                                                : c10::DispatchKey::CPU),
+                                       &stack);
+    if (native_call) *native_call = watch.first();
+  } else {
+    op.callBoxed(&stack);
+  }
+  synchronize(device);
+  return results(op, args, stack);
+}
+
+// Strides must agree where they mean something (dimensions longer than 1).
+std::string stride_mismatch(const Values& native, const Values& generated) {
+  for (size_t k = 0; k < native.size() && k < generated.size(); ++k) {
+    if (!native[k].isTensor() || !generated[k].isTensor()) continue;
+    const at::Tensor &n = native[k].toTensor(), &g = generated[k].toTensor();
+    if (!n.defined() || !g.defined() || n.sizes() != g.sizes()) continue;
+    for (int64_t d = 0; d < n.dim(); ++d) {
+      if (n.size(d) > 1 && n.stride(d) != g.stride(d)) {
+        std::ostringstream s;
+        s << "result " << k << " has strides " << g.strides() << ", native " << n.strides();
+        return s.str();
+      }
+    }
+  }
+  return "";
+}
+
+bool identical(const c10::IValue& a, const c10::IValue& b) {
+  if (a.isTensor() && b.isTensor()) {
+    const at::Tensor &x = a.toTensor(), &y = b.toTensor();
+    if (!x.defined() || !y.defined()) return x.defined() == y.defined();
+    return !policy::compare_tensors(x, y, {0, 0});
+  }
+  if (a.isList() && b.isList()) {
+    auto xs = a.toListRef(), ys = b.toListRef();
+    if (xs.size() != ys.size()) return false;
+    for (size_t k = 0; k < xs.size(); ++k)
+      if (!identical(xs[k], ys[k])) return false;
+  }
+  return true;
+}
+
+// Which arguments a call changed although the schema does not let the op write them.
+std::vector<bool> changed_args(const c10::OperatorHandle& op, const Values& before, const Values& after) {
+  const auto& params = op.schema().arguments();
+  std::vector<bool> out(params.size(), false);
+  for (size_t i = 0; i < params.size() && i < before.size(); ++i)
+    out[i] = !written(params[i]) && !identical(before[i], after[i]);
+  return out;
+}
+
+// The first argument the kernel changed that neither the schema nor native's own behaviour allows.
+std::string mutated_inputs(const c10::OperatorHandle& op, const Values& before, const Values& after,
+                           const std::vector<bool>& native_wrote) {
+  const std::vector<bool> changed = changed_args(op, before, after);
+  for (size_t i = 0; i < changed.size(); ++i)
+    if (changed[i] && !native_wrote[i]) return op.schema().arguments()[i].name();
+  return "";
+}
+
+// Ops whose outputs hold whatever was in memory (empty, empty_like, resize_, ...): only their shapes,
+// dtypes and strides can be compared.
+bool uninitialized_output(const c10::OperatorHandle& op) {
+  const std::string name = op.schema().name();
+  return name.find("empty") != std::string::npos || name == "aten::resize_" || name == "aten::resize_as_" ||
+         name == "aten::_resize_output_";
+}
+
+// ------------------------------------------------------------------ timing
+
+// Evicts the memory of every tensor in `values` from every cache level (x86 clflush), so that each
+// timed run reads its operands from memory, without making the code, the allocator and the page
+// tables cold as well: flushing the whole 260 MB last-level cache of the development host made an
+// empty relu cost 90 µs instead of 1 µs, which would have drowned every small kernel.
+void evict_tensor(const at::Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || !t.has_storage()) return;
+  const auto* p = static_cast<const char*>(t.storage().data());
+  if (!p) return;
+  const size_t line = 64;
+  const auto* end = p + t.storage().nbytes();
+  for (auto* q = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) & ~(line - 1)); q < end; q += line) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_clflush(q);
+#elif defined(__aarch64__)
+    asm volatile("dc civac, %0" ::"r"(q) : "memory");
+#endif
+  }
+}
+
+void evict(const Values& values) {
+  for (const auto& v : values) {
+    if (v.isTensor()) evict_tensor(v.toTensor());
+    if (v.isList())
+      for (const auto& e : v.toListRef())
+        if (e.isTensor()) evict_tensor(e.toTensor());
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_mfence();
+#elif defined(__aarch64__)
+  asm volatile("dsb sy" ::: "memory");
+#endif
+}
+
+Timing summarize(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) { return samples[static_cast<size_t>(q * (samples.size() - 1) + 0.5)]; };
+  return Timing{at(0.5), at(0.25), at(0.75), samples.front(), static_cast<int>(samples.size())};
+}
+
+// Native and the kernel under test, interleaved (alternating which goes first), each run on a fresh
+// copy of one of three input sets made with different seeds, after a cache flush.
+std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& variant,
+                                    const backends::LoadedKernel* kernel, const RunOptions& o) {
+  std::vector<Values> pool;
+  for (uint64_t k = 1; k <= 3; ++k) pool.push_back(make_inputs(bound, {o.device, o.seed + 7919 * k, variant}));
+  std::vector<double> native, generated;
+  auto run = [&](const backends::LoadedKernel* which, const Values& inputs, std::vector<double>& out) {
+    Values args = copies(inputs);
+    if (o.device.is_cpu()) evict(args);
+    synchronize(o.device);
+    auto t0 = std::chrono::steady_clock::now();
+    call(bound.op, which, args, o.device);  // synchronizes before returning
+    out.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  };
+  for (int w = 0; w < 2; ++w) {  // warm-up: first-call costs are not the kernel's
+    run(nullptr, pool[0], native);
+    run(kernel, pool[0], generated);
+  }
+  native.clear();
+  generated.clear();
+  const auto start = std::chrono::steady_clock::now();
+  for (int rep = 0; rep < o.repetitions; ++rep) {
+    const Values& inputs = pool[rep % pool.size()];
+    if (rep % 2 == 0) {
+      run(nullptr, inputs, native);
+      run(kernel, inputs, generated);
+    } else {
+      run(kernel, inputs, generated);
+      run(nullptr, inputs, native);
+    }
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rep >= 4 && spent > o.budget_seconds) break;
+  }
+  return {summarize(native), summarize(generated)};
+}
+
+policy::Tolerance tolerance(const RunOptions& o, const std::string& op, c10::ScalarType t) {
+  if (!o.policy) return policy::default_tolerance(t);
+  const policy::OpPolicy* rule = o.policy->find(op);
+  return policy::tolerance_for(*o.policy, rule ? *rule : o.policy->defaults, t);
+}
+
+bool low_precision_float(const at::Tensor& t) {
+  return t.defined() && t.is_floating_point() && t.scalar_type() != at::kDouble;
+}
+
+// The op run natively on the inputs with every float32/float16/bfloat16 tensor in float64; empty when
+// the op cannot (then results are judged against native alone).
+Values float64_reference(const c10::OperatorHandle& op, const Values& inputs, c10::Device device) {
+  Values args;
+  for (const auto& v : inputs) {
+    c10::IValue c = deep_copy(v);
+    if (c.isTensor() && low_precision_float(c.toTensor())) c = c.toTensor().to(at::kDouble);
+    args.push_back(std::move(c));
+  }
+  try {
+    return call(op, nullptr, args, device);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+// Compares the results; fills the errors and tolerance of `r`. Returns the failure, or "".
+std::string compare(const c10::OperatorHandle& op, const Values& inputs, const Values& native, const Values& generated,
+                    const RunOptions& o, CaseResult& r) {
+  if (native.size() != generated.size())
+    return std::to_string(generated.size()) + " results, native gave " + std::to_string(native.size());
+  auto tol = [&](c10::ScalarType t) { return tolerance(o, r.op, t); };
+  bool first = true;
+  for (size_t k = 0; k < native.size(); ++k) {
+    if (!native[k].isTensor() || !generated[k].isTensor()) continue;
+    const at::Tensor &n = native[k].toTensor(), &g = generated[k].toTensor();
+    if (!n.defined()) continue;
+    if (first) {
+      auto t = tol(n.scalar_type());
+      r.rtol = t.rtol, r.atol = t.atol;
+      first = false;
+    }
+    auto [abs_err, rel_err] = policy::error_stats(n, g);
+    r.max_abs_error = std::max(r.max_abs_error, abs_err);
+    r.max_rel_error = std::max(r.max_rel_error, rel_err);
+  }
+  if (uninitialized_output(op)) {
+    r.message = "values not compared: the op leaves its output uninitialized";
+    for (size_t k = 0; k < native.size(); ++k) {
+      if (!native[k].isTensor() || !generated[k].isTensor()) continue;
+      auto m = policy::compare_tensors(native[k].toTensor(), generated[k].toTensor(), {INFINITY, INFINITY});
+      if (m && m->what != "values") return "result " + std::to_string(k) + ": " + m->detail;
+    }
+    return stride_mismatch(native, generated);
+  }
+  std::optional<Values> reference;  // made only when some floating-point result needs it
+  for (size_t k = 0; k < native.size(); ++k) {
+    auto m = policy::compare_values(native[k], generated[k], tol, "result " + std::to_string(k));
+    if (!m) continue;
+    const bool second_chance = m->what == "values" && native[k].isTensor() && low_precision_float(native[k].toTensor());
+    if (!second_chance) return m->detail;
+    if (!reference) reference = float64_reference(op, inputs, o.device);
+    if (reference->size() != native.size() || !(*reference)[k].isTensor()) return m->detail;
+    const at::Tensor& n = native[k].toTensor();
+    if (auto m2 = policy::compare_with_reference(n, generated[k].toTensor(), (*reference)[k].toTensor(),
+                                                  tol(n.scalar_type())))
+      return "result " + std::to_string(k) + ": " + m2->detail;
+    r.message = "outside tolerance of native, but no less accurate than native against a float64 reference";
+  }
+  return stride_mismatch(native, generated);
+}
+
+}  // namespace
+
+std::string timing_method(const RunOptions& o) {
+  if (!o.time) return "not timed (--check-only)";
+  if (o.device.is_cuda())
+    return "not measured on CUDA yet: device timing comes from CUPTI (issue 3); CUDA events alone are not trusted";
+  return "host clock (steady_clock), " + std::to_string(o.repetitions) +
+         " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, fresh inputs from 3 seeds, "
+         "operands evicted from every cache level (clflush) before each run; median and interquartile range";
+}
+
+CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,
+                    const RunOptions& o) {
+  CaseResult r;
+  r.op = entry.op;
+  r.signature = signature_text(entry);
+  r.variant = variant;
+  r.calls = entry.count;
+  std::optional<BoundCall> bound;
+  Values inputs;
+  try {
+    bound = bind_call(entry);
+    if (std::string why = unreplayable(*bound); !why.empty()) return with_status(r, Status::Skipped, why);
+    inputs = make_inputs(*bound, {o.device, o.seed, variant});
+  } catch (const std::invalid_argument& e) {
+    return with_status(r, Status::Skipped, e.what());
+  }
+  Values native, native_args = copies(inputs);
+  try {
+    native = call(bound->op, nullptr, native_args, o.device);
+  } catch (const std::exception& e) {
+    return with_status(r, Status::Skipped, std::string("native rejects this input: ") + e.what());
+  }
+  Values args = copies(inputs), generated;
+  std::string native_call;
+  try {
+    generated = call(bound->op, kernel, args, o.device, &native_call);
+  } catch (const bb::Decline& d) {
+    return with_status(r, Status::Skipped, std::string("declined: ") + d.what());
+  } catch (const std::exception& e) {
+    return with_status(r, Status::Failed, std::string("the kernel raised: ") + e.what());
+  }
+  if (!native_call.empty()) {
+    r.flags.push_back("native-call");
+    return with_status(r, Status::Failed, "the kernel called " + native_call +
+                                              ", a compute op: ATen did the work (only allocation, view, copy and fill "
+                                              "ops are allowed)");
+  }
+  if (o.check) {
+    // Arguments native changed although the schema does not say so (batch_norm's running stats) are
+    // results too; a kernel must change them the same way.
+    const std::vector<bool> native_wrote = changed_args(bound->op, inputs, native_args);
+    for (size_t i = 0; i < native_wrote.size(); ++i)
+      if (native_wrote[i]) native.push_back(native_args[i]), generated.push_back(args[i]);
+    if (std::string arg = mutated_inputs(bound->op, inputs, args, native_wrote); !arg.empty()) {
+      r.flags.push_back("input-mutation");
+      return with_status(r, Status::Failed, "the kernel changed input '" + arg + "', which the schema does not let it write");
+    }
+    if (std::string why = compare(bound->op, inputs, native, generated, o, r); !why.empty()) return with_status(r, Status::Failed, why);
+  }
+  r.status = Status::Passed;
+  // Only the traced shapes are timed: they are what the program runs; the variants exist to be checked.
+  if (o.time && variant == "traced" && !o.device.is_cuda()) {
+    try {
+      auto [n, g] = time_both(*bound, variant, kernel, o);
+      r.native = n;
+      r.generated = g;
+    } catch (const std::exception& e) {
+      return with_status(r, Status::Failed, std::string("failed while being timed: ") + e.what());
+    }
+  }
+  return r;
+}
+
+}  // namespace bb::replay

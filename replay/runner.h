@@ -1,0 +1,32 @@
+// One replay case: rebuild the call, run native and the kernel under test on separate copies of the
+// same inputs, compare, check that inputs the schema does not let the op write were left alone, and
+// time both, interleaved, with fresh inputs and a cache flush before every repetition.
+#pragma once
+
+#include <string>
+
+#include "backends/loader.h"
+#include "policy/policy.h"
+#include "replay/inputs.h"
+#include "replay/report.h"
+
+namespace bb::replay {
+
+struct RunOptions {
+  c10::Device device = c10::kCPU;
+  uint64_t seed = 0;
+  bool check = true;             // --perf-only turns the comparison off
+  bool time = true;              // --check-only turns timing off
+  int repetitions = 25;          // timed runs per kernel (fewer if the budget runs out)
+  double budget_seconds = 2.0;   // per kernel per case
+  const policy::Policy* policy = nullptr;  // tolerances; defaults when null
+};
+
+// `kernel` null: native against native (the harness's self-check).
+CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,
+                    const RunOptions& options);
+
+// How times are taken on this device, for the report.
+std::string timing_method(const RunOptions& options);
+
+}  // namespace bb::replay

@@ -1,0 +1,93 @@
+#include "replay/worker_pool.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace bb::replay {
+
+Worker::Worker(const std::vector<std::string>& argv) {
+  ::signal(SIGPIPE, SIG_IGN);  // a dead worker must not take us down when we write to it
+  int in[2], out[2];
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  std::vector<std::string> args = argv;
+  std::vector<char*> ptrs;
+  for (auto& a : args) ptrs.push_back(a.data());
+  ptrs.push_back(nullptr);
+  int rc = posix_spawn(&pid_, ptrs[0], &actions, nullptr, ptrs.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  to_ = in[1];
+  from_ = out[0];
+  if (rc != 0) throw std::runtime_error(std::string("cannot start a worker: ") + strerror(rc));
+}
+
+Worker::~Worker() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    reap();
+  }
+  if (to_ >= 0) ::close(to_);
+  if (from_ >= 0) ::close(from_);
+}
+
+std::string Worker::reap() {
+  int status = 0;
+  if (pid_ <= 0 || ::waitpid(pid_, &status, 0) != pid_) return "lost";
+  pid_ = -1;
+  if (WIFSIGNALED(status)) return std::string("died of ") + sigabbrev_np(WTERMSIG(status)) + " (" +
+                                   strsignal(WTERMSIG(status)) + ")";
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::string* reply, std::string* why) {
+  const std::string line = request + "\n";
+  if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    *why = reap();
+    return Outcome::Died;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      *reply = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return Outcome::Reply;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid_, SIGKILL);
+      reap();
+      *why = "no result within " + std::to_string(static_cast<int>(timeout_s)) + " s; the worker was killed";
+      return Outcome::TimedOut;
+    }
+    pollfd p{from_, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[65536];
+    ssize_t n = ::read(from_, buf, sizeof buf);
+    if (n <= 0) {
+      *why = reap();
+      return Outcome::Died;
+    }
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace bb::replay

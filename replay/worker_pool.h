@@ -1,0 +1,34 @@
+// One worker process at a time, asked one question at a time, with a deadline: a kernel that
+// crashes, corrupts its device context or hangs takes down only its worker, and the caller goes on
+// with a fresh one.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace bb::replay {
+
+class Worker {
+ public:
+  // Starts `argv` with pipes on its stdin and stdout (its stderr is ours).
+  explicit Worker(const std::vector<std::string>& argv);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  enum class Outcome { Reply, Died, TimedOut };
+  // Sends `request` (one line) and waits up to `timeout_s` for one line back. On Died, `why` says
+  // how (signal or exit status); the worker is then finished and a new one must be started.
+  Outcome ask(const std::string& request, double timeout_s, std::string* reply, std::string* why);
+
+ private:
+  std::string reap();
+
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buffer_;
+};
+
+}  // namespace bb::replay
