@@ -1,0 +1,185 @@
+"""bbreplay: the self-check, the sample backend, every way a kernel can go wrong, op selection, bad
+input, TorchBench logs and the report files. CPU only (the CUDA path runs in scripts/gpu-check)."""
+import json
+import re
+import unittest
+
+from support import BUILD, EXAMPLE, PYTHON, ROOT, TempDirTest, base_env, preload_env, run
+
+BBREPLAY = BUILD / "bin" / "bbreplay"
+BEHAVIOURS = ROOT / "tests" / "backends" / "behaviours"
+TORCHBENCH = ROOT / "tests" / "data" / "torchbench" / "GPT2ForSequenceClassification_training.txt"
+
+# Every op of tests/backends/behaviours, with the shapes that trigger each behaviour.
+BEHAVIOUR_PROGRAM = """
+import torch
+torch.manual_seed(0)
+for n in (100, 7):
+    torch.relu(torch.randn(n))
+torch.nn.functional.leaky_relu(torch.randn(5))
+torch.relu_(torch.randn(5))
+torch.neg(torch.randn(10))
+torch.sigmoid(torch.randn(10))
+torch.abs(torch.randn(10))
+for n in (13, 20):
+    torch.tanh(torch.randn(n))
+torch.exp(torch.randn(10))
+torch.sin(torch.randn(17))
+"""
+
+
+def replay(*args, timeout=900):
+    return run([BBREPLAY, *args], base_env(), timeout=timeout)
+
+
+class Replay(TempDirTest):
+    trace = None
+
+    @classmethod
+    def setUpClass(cls):
+        import tempfile
+        from pathlib import Path
+        cls.shared = Path(tempfile.mkdtemp(prefix="bbshim-replay-"))
+        cls.trace = cls.shared / "example.yaml"
+        r = run([PYTHON, EXAMPLE, "--steps", "1"], preload_env(BB_TRACE=cls.trace), cwd=cls.shared, timeout=600)
+        assert r.returncode == 0, r.stderr
+        cls.behaviour_trace = cls.shared / "behaviours.yaml"
+        r = run([PYTHON, "-c", BEHAVIOUR_PROGRAM], preload_env(BB_TRACE=cls.behaviour_trace), cwd=cls.shared)
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        shutil.rmtree(cls.shared, ignore_errors=True)
+
+    def report(self, *args, expect_rc=0, timeout=900):
+        out = self.dir / "report.json"
+        r = replay(*args, "--device", "cpu", "--json", out, timeout=timeout)
+        self.assertEqual(r.returncode, expect_rc, r.stdout + r.stderr)
+        data = json.loads(out.read_text())
+        self.assertEqual(data["schema"], "bbreplay-report")
+        return data, r
+
+    def cases(self, data, op):
+        return [c for c in data["cases"] if c["op"] == op]
+
+    def test_native_against_native_passes_every_case_it_can_rebuild(self):
+        data, r = self.report(self.trace, "--check-only")
+        statuses = {c["status"] for c in data["cases"]}
+        self.assertLessEqual(statuses, {"passed", "skipped"}, r.stdout)
+        skipped = [c for c in data["cases"] if c["status"] == "skipped"]
+        for c in skipped:  # only random ops may be left out, and they say so
+            self.assertIn("random op", c["message"], c)
+        self.assertGreater(sum(c["status"] == "passed" for c in data["cases"]), 500)
+        self.assertIn("native (self-check", data["meta"]["backend"])
+        # every traced signature is in the report
+        traced = sum(1 for c in data["cases"] if c["variant"] == "traced")
+        import yaml
+        self.assertEqual(traced, len(yaml.safe_load(self.trace.read_text())["ops"]))
+
+    def test_the_sample_backend_passes_and_is_timed(self):
+        data, r = self.report(self.trace, "--backend", ROOT / "backends" / "cpu_reference", "--repetitions", "5")
+        ops = {o["op"]: o for o in data["ops"]}
+        for op in ("aten::relu", "aten::addmm", "aten::native_layer_norm", "aten::_softmax", "aten::sum.dim_IntList",
+                   "aten::threshold_backward", "aten::gelu", "aten::gelu_backward"):
+            self.assertIn(op, ops, r.stdout)
+            self.assertGreater(ops[op]["passed"], 0, op)
+            self.assertEqual(ops[op]["failed"] + ops[op]["crashed"], 0, op)
+            self.assertGreater(ops[op]["speedup_geomean"], 0, op)
+        for c in data["cases"]:
+            if c["variant"] == "traced" and c["status"] == "passed":
+                self.assertGreater(c["native"]["median_us"], 0, c)
+                self.assertGreater(c["generated"]["median_us"], 0, c)
+            if c["variant"] != "traced":
+                self.assertIsNone(c["native"], c)  # variants are checked, not timed
+        self.assertRegex(r.stdout, r"(?m)^aten::relu\s+\d+\s+\d+\s+0\s+0\s+0\s+[\d.]+\s+[\d.]+\s+[\d.]+x")
+
+    def test_each_kind_of_bad_kernel_is_reported_and_the_run_goes_on(self):
+        data, r = self.report(self.behaviour_trace, "--backend", BEHAVIOURS, "--variants", "traced",
+                              "--timeout", "20", expect_rc=1)
+        by = {(c["op"], c["signature"]): c for c in data["cases"]}
+
+        def case(op, n):
+            return by[(op, f"float32[{n}]")]
+        self.assertEqual(case("aten::relu", 100)["status"], "failed")  # watermark 42
+        self.assertIn("elements differ", case("aten::relu", 100)["message"])
+        self.assertEqual(case("aten::relu", 7)["status"], "skipped")
+        self.assertIn("declined", case("aten::relu", 7)["message"])
+        self.assertIn("the kernel raised", case("aten::neg", 10)["message"])
+        self.assertEqual(case("aten::sigmoid", 10)["flags"], ["native-call"])
+        self.assertIn("aten::sigmoid", case("aten::sigmoid", 10)["message"])
+        self.assertEqual(case("aten::abs", 10)["flags"], ["native-call"])
+        self.assertEqual(case("aten::tanh", 13)["status"], "crashed")
+        self.assertIn("SEGV", case("aten::tanh", 13)["message"])
+        self.assertEqual(case("aten::tanh", 20)["status"], "failed")  # a fresh worker went on
+        self.assertIn("float64 reference", case("aten::exp", 10)["message"])
+        self.assertEqual(case("aten::sin", 17)["status"], "timeout")
+        # ops the backend has no kernel for are not replayed unless asked for
+        self.assertNotIn("aten::leaky_relu", {c["op"] for c in data["cases"]})
+        self.assertIn("cases that did not pass", r.stdout)
+
+    def test_ops_select_overloads_exactly(self):
+        def listed(ops):
+            r = replay(self.behaviour_trace, "--ops", ops, "--list", "--device", "cpu")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return {line.split()[0] for line in r.stdout.splitlines()}
+        self.assertEqual(listed("relu"), {"aten::relu"})
+        self.assertEqual(listed("relu_"), {"aten::relu_"})
+        self.assertEqual(listed("aten::*relu*"), {"aten::relu", "aten::relu_", "aten::leaky_relu"})
+        self.assertEqual(listed("neg,tanh"), {"aten::neg", "aten::tanh"})
+        r = replay(self.behaviour_trace, "--ops", "nosuchop", "--device", "cpu")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("matches no op of the trace", r.stderr)
+
+    def test_a_malformed_trace_is_an_error_with_its_position(self):
+        bad = self.dir / "bad.yaml"
+        bad.write_text("version: 1\nops:\n  - op: aten::relu\n    count: [1\n")
+        r = replay(bad)
+        self.assertEqual(r.returncode, 2)
+        self.assertRegex(r.stderr, re.escape(str(bad)) + r":\d+:\d+: ")
+        log = self.dir / "bad.txt"
+        log.write_text("Operator: aten.relu.default\ncnt: 1, ((T([4], f32),), {}\n")
+        r = replay(log)
+        self.assertEqual(r.returncode, 2)
+        self.assertRegex(r.stderr, re.escape(str(log)) + r":2:\d+: ")
+
+    def test_an_op_that_cannot_be_rebuilt_is_skipped_and_the_rest_runs(self):
+        t = self.dir / "t.yaml"
+        t.write_text("version: 1\nmeta: {}\nops:\n"
+                     "  - op: aten::no_such_op\n    count: 1\n    args: []\n"
+                     "  - op: aten::relu\n    count: 2\n    args:\n"
+                     "      - {name: self, type: Tensor, kind: tensor, dtype: float32, shape: [4, 5], stride: [5, 1], "
+                     "device: cpu}\n")
+        data, r = self.report(t, "--check-only")
+        by = {c["op"]: c for c in data["cases"] if c["variant"] == "traced"}
+        self.assertEqual(by["aten::no_such_op"]["status"], "skipped")
+        self.assertIn("unknown op", by["aten::no_such_op"]["message"])
+        self.assertEqual(by["aten::relu"]["status"], "passed")
+
+    def test_torchbench_logs_replay_index_ops_with_valid_indices(self):
+        data, r = self.report(TORCHBENCH, "--check-only", "--ops", "embedding,nll_loss_forward,index.Tensor")
+        self.assertEqual({c["op"] for c in data["cases"]},
+                         {"aten::embedding", "aten::nll_loss_forward", "aten::index.Tensor"})
+        for c in data["cases"]:
+            self.assertEqual(c["status"], "passed", c)
+
+    def test_every_report_format_is_written(self):
+        csv, md = self.dir / "r.csv", self.dir / "r.md"
+        data, r = self.report(self.behaviour_trace, "--ops", "relu,exp", "--csv", csv, "--markdown", md,
+                              "--repetitions", "5")
+        self.assertEqual(data["schema_version"], 1)
+        self.assertTrue(csv.read_text().startswith("schema_version,op,signature,"))
+        self.assertTrue(csv.read_text().splitlines()[1].startswith("1,aten::"))
+        self.assertIn("bbreplay-report schema 1", md.read_text())
+
+    def test_help_documents_every_flag(self):
+        r = replay("--help")
+        self.assertEqual(r.returncode, 0)
+        for flag in ("--backend", "--policy", "--ops", "--device", "--seed", "--variants", "--check-only",
+                     "--perf-only", "--repetitions", "--budget", "--timeout", "--json", "--csv", "--markdown",
+                     "--list"):
+            self.assertIn(flag, r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
