@@ -4,6 +4,7 @@
 // No torch dependency.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
