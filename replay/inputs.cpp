@@ -121,7 +121,12 @@ class Maker {
       case ArgKind::Complex: return c10::complex<double>(a.c.real(), a.c.imag());
       case ArgKind::String: return a.text;
       case ArgKind::IntList: return a.ints;
-      case ArgKind::FloatList: return a.floats;
+      case ArgKind::FloatList: {
+        if (param.real_type()->str() != "Scalar[]") return a.floats;
+        c10::List<at::Scalar> l;  // _foreach_*.ScalarList
+        for (double f : a.floats) l.push_back(f);
+        return l;
+      }
       case ArgKind::BoolList: {
         c10::List<bool> l;
         for (bool b : a.bools) l.push_back(b);
@@ -375,10 +380,9 @@ bool variant_applies(const BoundCall& bound, const std::string& variant) {
       if (auto type = names::dtype_from(t->dtype); type && c10::isFloatingType(*type)) return true;
     return false;
   }
-  if (variant == "noncontiguous") return true;
-  // A shape-changing variant must still be a valid call (the op's other arguments, such as dims and
-  // target sizes, were traced for the original shapes): asked of native on meta tensors, which holds
-  // no data. Ops without a meta kernel are given the benefit of the doubt.
+  // A variant must still be a valid call (the op's other arguments, such as dims and target sizes,
+  // were traced for the original shapes; some kernels want contiguous inputs): asked of native on
+  // meta tensors, which hold no data. Ops without a meta kernel are given the benefit of the doubt.
   try {
     auto values = make_inputs(bound, {c10::Device(c10::kMeta), 0, variant});
     torch::jit::Stack stack(values.begin(), values.end());
