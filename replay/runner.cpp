@@ -81,16 +81,20 @@ class NativeCallWatch {
   at::CallbackHandle handle_;
 };
 
-// Runs native (kernel == null) or the kernel under test on `args`, which the call may write.
+// Runs native (kernel == null) or the kernel under test on `args`, which the call may write. `timed`:
+// native is entered at its backend kernel, as the kernel under test is (the dispatcher's autograd
+// and view layers would otherwise be charged to native alone), and nothing watches the kernel.
 Values call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
-            c10::Device device, std::string* native_call = nullptr) {
+            c10::Device device, std::string* native_call = nullptr, bool timed = false) {
   torch::jit::Stack stack(args.begin(), args.end());
+  const c10::DispatchKeySet backend(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
   if (kernel) {
-    NativeCallWatch watch;
-    kernel->kernel->function.callBoxed(op, c10::DispatchKeySet(device.is_cuda() ? c10::DispatchKey::CUDA
-                                                                                : c10::DispatchKey::CPU),
-                                       &stack);
-    if (native_call) *native_call = watch.first();
+    std::optional<NativeCallWatch> watch;
+    if (native_call) watch.emplace();
+    kernel->kernel->function.callBoxed(op, backend, &stack);
+    if (native_call) *native_call = watch->first();
+  } else if (timed) {
+    op.redispatchBoxed(backend, &stack);
   } else {
     op.callBoxed(&stack);
   }
@@ -209,7 +213,7 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     if (o.device.is_cpu()) evict(args);
     synchronize(o.device);
     auto t0 = std::chrono::steady_clock::now();
-    call(bound.op, which, args, o.device);  // synchronizes before returning
+    call(bound.op, which, args, o.device, nullptr, true);  // synchronizes before returning
     out.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   };
   for (int w = 0; w < 2; ++w) {  // warm-up: first-call costs are not the kernel's
