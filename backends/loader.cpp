@@ -84,12 +84,15 @@ Backend load_backend(const std::string& dir, const Toolchain& tc) {
   std::set<std::string> taken;
   for (size_t i = 0; i < dirs.size(); ++i) {
     out.ops.push_back(dirs[i].op);
+    const size_t problems_before = out.problems.size(), kernels_before = out.kernels.size();
     if (!built[i].error.empty()) {
       out.problems.push_back(built[i].error);
-      continue;
+    } else {
+      for (const auto& so : dirs[i].sources.empty() ? dirs[i].prebuilt : std::vector<std::string>{built[i].so})
+        load_library(dirs[i], so, taken, out);
     }
-    for (const auto& so : dirs[i].sources.empty() ? dirs[i].prebuilt : std::vector<std::string>{built[i].so})
-      load_library(dirs[i], so, taken, out);
+    if (out.kernels.size() == kernels_before && out.problems.size() > problems_before)
+      out.unusable[dirs[i].op] = out.problems[problems_before];
   }
   return out;
 }

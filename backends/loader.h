@@ -5,6 +5,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct Backend {
   std::vector<LoadedKernel> kernels;
   std::vector<std::string> problems;  // one message per kernel that could not be used
   std::vector<std::string> ops;       // every op with a kernel folder, usable or not
+  std::map<std::string, std::string> unusable;  // op -> the first problem of its folder, if it has no kernel
 };
 
 // Why `op` cannot be routed at BackendSelect, or "" when it can (then *handle is set).

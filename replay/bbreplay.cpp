@@ -14,7 +14,6 @@
 #include <iostream>
 
 #include "backends/loader.h"
-#include "backends/op_names.h"
 #include "replay/case_json.h"
 #include "replay/cases.h"
 #include "replay/report_writers.h"
@@ -88,16 +87,13 @@ struct Setup {
   // cases with that message; an op without a folder is skipped.
   CaseResult problem_for(const std::string& op) const {
     CaseResult r;
-    const std::string folder = "/" + backends::folder_from_op(op) + "/";
-    for (const auto& p : backend.problems) {
-      if (p.find(folder) == std::string::npos && p.find(backends::folder_from_op(op) + ":") == std::string::npos)
-        continue;
+    if (auto it = backend.unusable.find(op); it != backend.unusable.end()) {
       r.status = Status::Failed;
-      r.message = "the kernel is not usable: " + p;
-      return r;
+      r.message = "the kernel is not usable: " + it->second;
+    } else {
+      r.status = Status::Skipped;
+      r.message = "the backend has no kernel for this op";
     }
-    r.status = Status::Skipped;
-    r.message = "the backend has no kernel for this op";
     return r;
   }
 };
