@@ -16,6 +16,7 @@
 #include "backends/loader.h"
 #include "replay/case_json.h"
 #include "replay/cases.h"
+#include "replay/integrity.h"
 #include "replay/report_writers.h"
 #include "replay/runner.h"
 #include "replay/torchbench.h"
@@ -159,6 +160,7 @@ int worker_main(const Options& o) {
   const int proto = ::dup(STDOUT_FILENO);  // results go here; anything a kernel prints goes to stderr
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
   Setup s = set_up(o, true);
+  install_poisoning_allocator();
   s.run.policy = s.policy ? &*s.policy : nullptr;
   std::string line;
   while (std::getline(std::cin, line)) {

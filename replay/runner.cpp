@@ -16,12 +16,13 @@
 #include "backends/op_kinds.h"
 #include "bb/kernel.h"
 #include "policy/compare.h"
+#include "replay/integrity.h"
 #include "replay/trace_summary.h"
+#include "tracer/names.h"
 
 namespace bb::replay {
 namespace {
 
-using Values = std::vector<c10::IValue>;
 
 CaseResult with_status(CaseResult r, Status s, const std::string& why) {
   r.status = s;
@@ -300,14 +301,96 @@ std::string compare(const c10::OperatorHandle& op, const Values& inputs, const V
     const bool second_chance = m->what == "values" && native[k].isTensor() && low_precision_float(native[k].toTensor());
     if (!second_chance) return m->detail;
     if (!reference) reference = float64_reference(op, inputs, o.device);
-    if (reference->size() != native.size() || !(*reference)[k].isTensor()) return m->detail;
+    if (k >= reference->size() || !(*reference)[k].isTensor()) return m->detail;
     const at::Tensor& n = native[k].toTensor();
-    if (auto m2 = policy::compare_with_reference(n, generated[k].toTensor(), (*reference)[k].toTensor(),
-                                                  tol(n.scalar_type())))
+    const at::Tensor& ref = (*reference)[k].toTensor();
+    if (auto m2 = policy::compare_with_reference(n, generated[k].toTensor(), ref, tol(n.scalar_type()))) {
+      if (within_lower_precision(generated[k].toTensor(), ref, tol(n.scalar_type()))) {
+        r.flags.push_back("precision-downgrade");
+        return "result " + std::to_string(k) + ": accurate only to a lower precision than " +
+               names::dtype(n.scalar_type()) + " (within float16/bfloat16 tolerance of the float64 reference): " +
+               m2->detail;
+      }
       return "result " + std::to_string(k) + ": " + m2->detail;
+    }
     r.message = "outside tolerance of native, but no less accurate than native against a float64 reference";
   }
   return stride_mismatch(native, generated);
+}
+
+// Outputs sharing memory with inputs or with each other where native's do not.
+std::string new_aliasing(const c10::OperatorHandle& op, const Values& native_args, const Values& native,
+                         const Values& args, const Values& generated, size_t outputs) {
+  const auto theirs = aliasing(op.schema(), native_args, native, outputs);
+  for (const auto& a : aliasing(op.schema(), args, generated, outputs))
+    if (std::find(theirs.begin(), theirs.end(), a) == theirs.end())
+      return a + ", which native's does not (a result must not be, or be inside, an input)";
+  return "";
+}
+
+// After a failed comparison on the CPU: the kernel again on the same inputs with new allocations
+// poisoned differently. Elements that changed with the poison were never written.
+std::string unwritten(const BoundCall& bound, const backends::LoadedKernel* kernel, const Values& inputs,
+                      const Values& first, const RunOptions& o) {
+  if (!o.device.is_cpu()) return "";
+  try {
+    PoisonScope poison(kPoisonB);
+    return unwritten_elements(first, call(bound.op, kernel, copies(inputs), o.device));
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+// Copies the values of `from` into the memory of `into` (same layouts), storage and all.
+void refill_tensor(const at::Tensor& dst, const at::Tensor& src) {
+  if (!dst.defined() || !src.defined() || dst.storage().nbytes() != src.storage().nbytes()) return;
+  const int64_t n = static_cast<int64_t>(src.storage().nbytes() / src.element_size());
+  dst.as_strided({n}, {1}, 0).copy_(src.as_strided({n}, {1}, 0));
+}
+
+void refill(Values& into, const Values& from) {
+  for (size_t i = 0; i < into.size() && i < from.size(); ++i) {
+    if (into[i].isTensor() && from[i].isTensor()) refill_tensor(into[i].toTensor(), from[i].toTensor());
+    if (!into[i].isList() || !from[i].isList()) continue;
+    auto dst = into[i].toListRef(), src = from[i].toListRef();
+    for (size_t k = 0; k < dst.size() && k < src.size(); ++k)
+      if (dst[k].isTensor() && src[k].isTensor()) refill_tensor(dst[k].toTensor(), src[k].toTensor());
+  }
+}
+
+// The kernel again, in the very memory of its first call, on new input values: a result cached by
+// data pointer, a constant result or a buffer reused across calls shows here.
+std::string second_input_set(const BoundCall& bound, const std::string& variant, const backends::LoadedKernel* kernel,
+                             Values& args, const Values& first, size_t outputs, const RunOptions& o, CaseResult& r) {
+  const Values inputs2 = make_inputs(bound, {o.device, o.seed + 1000003, variant});
+  Values native_args2 = copies(inputs2);
+  Values native2 = call(bound.op, nullptr, native_args2, o.device);
+  Values kept;
+  for (size_t k = 0; k < outputs && k < first.size(); ++k) kept.push_back(deep_copy(first[k]));
+  refill(args, inputs2);
+  Values generated2;
+  {
+    std::optional<PoisonScope> poison;
+    if (o.device.is_cpu()) poison.emplace(kPoisonA);
+    generated2 = call(bound.op, kernel, args, o.device);
+  }
+  Values n2(native2.begin(), native2.begin() + std::min(outputs, native2.size()));
+  Values g2(generated2.begin(), generated2.begin() + std::min(outputs, generated2.size()));
+  CaseResult scratch = r;
+  if (std::string why = compare(bound.op, inputs2, n2, g2, o, scratch); !why.empty()) {
+    if (bitwise_equal(kept, g2)) {
+      r.flags.push_back("cached-result");
+      return "on new input values in the same memory the kernel returned exactly its previous result "
+             "(a result cached or replayed, not computed): " + why;
+    }
+    return "wrong on a second set of input values: " + why;
+  }
+  // (results that are inputs, as in-place ops return them, are in the same memory by design)
+  if (aliasing(bound.op.schema(), args, generated2, outputs).empty() && shares_storage(first, generated2, outputs)) {
+    r.flags.push_back("aliasing");
+    return "the kernel returned the memory of its previous call's result again (a buffer reused across calls)";
+  }
+  return "";
 }
 
 }  // namespace
@@ -346,6 +429,8 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   Values args = copies(inputs), generated;
   std::string native_call;
   try {
+    std::optional<PoisonScope> poison;  // new CPU allocations hold a pattern, not old results
+    if (o.device.is_cpu()) poison.emplace(kPoisonA);
     generated = call(bound->op, kernel, args, o.device, &native_call);
   } catch (const bb::Decline& d) {
     return with_status(r, Status::Skipped, std::string("declined: ") + d.what());
@@ -368,7 +453,21 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
       r.flags.push_back("input-mutation");
       return with_status(r, Status::Failed, "the kernel changed input '" + arg + "', which the schema does not let it write");
     }
-    if (std::string why = compare(bound->op, inputs, native, generated, o, r); !why.empty()) return with_status(r, Status::Failed, why);
+    const size_t outputs = bound->op.schema().returns().size();
+    if (std::string why = new_aliasing(bound->op, native_args, native, args, generated, outputs); !why.empty()) {
+      r.flags.push_back("aliasing");
+      return with_status(r, Status::Failed, why);
+    }
+    if (std::string why = compare(bound->op, inputs, native, generated, o, r); !why.empty()) {
+      if (std::string u = unwritten(*bound, kernel, inputs, generated, o); !u.empty()) {
+        r.flags.push_back("unwritten-output");
+        why = u;
+      }
+      return with_status(r, Status::Failed, why);
+    }
+    // (in the self-check too: native must pass every integrity check, or the checks accuse wrongly)
+    if (std::string why = second_input_set(*bound, variant, kernel, args, generated, outputs, o, r); !why.empty())
+      return with_status(r, Status::Failed, why);
   }
   r.status = Status::Passed;
   // Only the traced shapes are timed: they are what the program runs; the variants exist to be checked.

@@ -1,0 +1,148 @@
+#include "replay/integrity.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "policy/compare.h"
+
+namespace bb::replay {
+namespace {
+
+std::atomic<int> g_poison{-1};  // the byte, or -1: off
+
+class PoisoningAllocator final : public c10::Allocator {
+ public:
+  explicit PoisoningAllocator(c10::Allocator* inner) : inner_(inner) {}
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr p = inner_->allocate(n);
+    const int byte = g_poison.load(std::memory_order_relaxed);
+    if (byte >= 0 && p.get() && n) std::memset(p.get(), byte, n);
+    return p;
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* inner_;
+};
+
+std::vector<at::Tensor> tensors(const Values& values, size_t limit = SIZE_MAX) {
+  std::vector<at::Tensor> out;
+  for (size_t k = 0; k < values.size() && k < limit; ++k) {
+    const auto& v = values[k];
+    if (v.isTensor() && v.toTensor().defined()) out.push_back(v.toTensor());
+    if (v.isList())
+      for (const auto& e : v.toListRef())
+        if (e.isTensor() && e.toTensor().defined()) out.push_back(e.toTensor());
+  }
+  return out;
+}
+
+// Byte ranges of a tensor's storage.
+std::pair<uintptr_t, uintptr_t> span(const at::Tensor& t) {
+  if (!t.has_storage() || !t.storage().data()) return {0, 0};
+  const auto begin = reinterpret_cast<uintptr_t>(t.storage().data());
+  return {begin, begin + t.storage().nbytes()};
+}
+
+bool overlap(const at::Tensor& a, const at::Tensor& b) {
+  auto [a0, a1] = span(a);
+  auto [b0, b1] = span(b);
+  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
+}
+
+}  // namespace
+
+void install_poisoning_allocator() {
+  static PoisoningAllocator allocator(c10::GetCPUAllocator());
+  static bool installed = [] {
+    c10::SetCPUAllocator(&allocator, /*priority=*/200);
+    return true;
+  }();
+  (void)installed;
+}
+
+PoisonScope::PoisonScope(uint8_t byte) { g_poison.store(byte, std::memory_order_relaxed); }
+PoisonScope::~PoisonScope() { g_poison.store(-1, std::memory_order_relaxed); }
+
+std::string unwritten_elements(const Values& a, const Values& b) {
+  auto ta = tensors(a), tb = tensors(b);
+  for (size_t k = 0; k < ta.size() && k < tb.size(); ++k) {
+    if (ta[k].sizes() != tb[k].sizes() || ta[k].scalar_type() != tb[k].scalar_type() || ta[k].numel() == 0) continue;
+    // Compare the bytes of each element: view as integers of the element's width.
+    at::Tensor x = ta[k].detach().cpu().contiguous(), y = tb[k].detach().cpu().contiguous();
+    const size_t width = x.element_size();
+    const auto* px = static_cast<const unsigned char*>(x.data_ptr());
+    const auto* py = static_cast<const unsigned char*>(y.data_ptr());
+    int64_t differ = 0, first = -1;
+    for (int64_t e = 0; e < x.numel(); ++e) {
+      if (std::memcmp(px + e * width, py + e * width, width) == 0) continue;
+      if (first < 0) first = e;
+      ++differ;
+    }
+    if (differ) {
+      std::ostringstream s;
+      s << "result " << k << ": " << differ << " of " << x.numel() << " elements depend on what the memory held "
+        << "before the call (first at flat index " << first << "): the kernel did not write them";
+      return s.str();
+    }
+  }
+  return "";
+}
+
+bool bitwise_equal(const Values& a, const Values& b) {
+  auto ta = tensors(a), tb = tensors(b);
+  if (ta.size() != tb.size()) return false;
+  for (size_t k = 0; k < ta.size(); ++k) {
+    if (ta[k].sizes() != tb[k].sizes() || ta[k].scalar_type() != tb[k].scalar_type()) return false;
+    at::Tensor x = ta[k].detach().cpu().contiguous(), y = tb[k].detach().cpu().contiguous();
+    if (std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results,
+                                  size_t outputs) {
+  std::vector<std::string> found;
+  const auto& params = schema.arguments();
+  for (size_t k = 0; k < outputs && k < results.size(); ++k) {
+    for (const at::Tensor& out : tensors({results[k]})) {
+      for (size_t i = 0; i < args.size() && i < params.size(); ++i)
+        for (const at::Tensor& in : tensors({args[i]}))
+          if (overlap(out, in)) found.push_back("result " + std::to_string(k) + " shares memory with argument '" +
+                                                params[i].name() + "'");
+      for (size_t j = 0; j < k; ++j)
+        for (const at::Tensor& other : tensors({results[j]}))
+          if (overlap(out, other))
+            found.push_back("result " + std::to_string(k) + " shares memory with result " + std::to_string(j));
+    }
+  }
+  return found;
+}
+
+bool shares_storage(const Values& earlier, const Values& later, size_t outputs) {
+  for (const at::Tensor& a : tensors(earlier, outputs))
+    for (const at::Tensor& b : tensors(later, outputs))
+      if (overlap(a, b)) return true;
+  return false;
+}
+
+bool within_lower_precision(const at::Tensor& actual, const at::Tensor& reference, policy::Tolerance own) {
+  if (!actual.defined() || !actual.is_floating_point() || actual.scalar_type() == at::kBFloat16) return false;
+  const at::Tensor ref = reference.to(actual.scalar_type());
+  if (!policy::compare_tensors(ref, actual, own)) return false;  // not even outside its own tolerance
+  std::vector<c10::ScalarType> lower = {at::kBFloat16};
+  if (actual.scalar_type() != at::kHalf) lower.insert(lower.begin(), at::kHalf);
+  for (c10::ScalarType t : lower)
+    if (!policy::compare_tensors(ref, actual, policy::default_tolerance(t))) return true;
+  return false;
+}
+
+}  // namespace bb::replay

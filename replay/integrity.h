@@ -1,0 +1,56 @@
+// Run-time checks for kernels that cheat (docs/integrity.md): output memory they never wrote, results
+// cached across calls, outputs aliasing inputs or earlier outputs, lower precision than claimed.
+// Each finding is a named flag on the case; the checks use no knowledge of the kernel's source.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace bb::replay {
+
+using Values = std::vector<c10::IValue>;
+
+// Installs (once) a CPU allocator that fills new allocations with a byte pattern while a PoisonScope
+// is alive on any thread, and does nothing otherwise (one relaxed atomic load per allocation).
+void install_poisoning_allocator();
+
+class PoisonScope {
+ public:
+  explicit PoisonScope(uint8_t byte);
+  ~PoisonScope();
+  PoisonScope(const PoisonScope&) = delete;
+  PoisonScope& operator=(const PoisonScope&) = delete;
+};
+
+// Bytes two runs use: 0xFF makes floats NaN and integers -1; 0x5A is an ordinary-looking value.
+inline constexpr uint8_t kPoisonA = 0xFF, kPoisonB = 0x5A;
+
+// Elements of `a` and `b` (the same kernel on the same inputs, allocations poisoned differently)
+// whose bytes differ: memory the kernel did not write. "" when none; else a description.
+std::string unwritten_elements(const Values& a, const Values& b);
+
+// Bitwise equality of every tensor in two result lists.
+bool bitwise_equal(const Values& a, const Values& b);
+
+// Pairs (result k, input i) and (result k, result j) that share storage, as text such as
+// "result 0 shares memory with argument 'self'". `outputs` counts the op's returns (the leading
+// entries of `results`); only those are examined.
+std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results,
+                                  size_t outputs);
+
+// Whether any returned tensor of `later` shares storage with one of `earlier`.
+bool shares_storage(const Values& earlier, const Values& later, size_t outputs);
+
+// Precision downgrade: `actual` is outside `own` tolerance of the float64 reference, yet within the
+// tolerance of a lower precision (float16 or bfloat16 for float32 and float64; bfloat16 for float16).
+bool within_lower_precision(const at::Tensor& actual, const at::Tensor& reference, policy::Tolerance own);
+
+}  // namespace bb::replay
