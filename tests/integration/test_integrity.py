@@ -1,0 +1,79 @@
+"""Integrity: every cheating kernel in tests/cheats/ is flagged by bbreplay with its cheat's name, and
+honest kernels (native itself, the sample backend) never are. CPU only."""
+import json
+import shutil
+import tempfile
+import unittest
+from pathlib import Path
+
+from support import BUILD, PYTHON, ROOT, base_env, preload_env, run
+
+BBREPLAY = BUILD / "bin" / "bbreplay"
+CHEATS = ROOT / "tests" / "cheats"
+PROGRAM = """
+import torch
+torch.manual_seed(0)
+x = torch.randn(64, 33)
+torch.relu(x)
+torch.relu(torch.randn(1000))
+x.clone()
+torch.mul(torch.randn(64, 33), torch.randn(64, 33))
+"""
+
+EXPECTED = {  # folder: (op, flag)
+    "native_call": ("aten::relu", "native-call"),
+    "cached_result": ("aten::relu", "cached-result"),
+    "unwritten_output": ("aten::relu", "unwritten-output"),
+    "input_mutation": ("aten::relu", "input-mutation"),
+    "aliasing": ("aten::clone", "aliasing"),
+    "reused_buffer": ("aten::relu", "aliasing"),
+    "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
+}
+
+
+class Integrity(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = Path(tempfile.mkdtemp(prefix="bbshim-integrity-"))
+        cls.trace = cls.dir / "trace.yaml"
+        r = run([PYTHON, "-c", PROGRAM], preload_env(BB_TRACE=cls.trace), cwd=cls.dir)
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def replay(self, *args):
+        out = self.dir / "report.json"
+        r = run([BBREPLAY, self.trace, "--device", "cpu", "--check-only", "--json", out, *args], base_env(),
+                timeout=600)
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        return json.loads(out.read_text()), r
+
+    def test_every_cheat_is_flagged_by_name(self):
+        self.assertEqual(sorted(EXPECTED), sorted(p.name for p in CHEATS.iterdir() if p.is_dir()))
+        for folder, (op, flag) in EXPECTED.items():
+            with self.subTest(cheat=folder):
+                data, r = self.replay("--backend", CHEATS / folder, "--variants", "traced")
+                self.assertEqual(r.returncode, 1, r.stdout)
+                cases = [c for c in data["cases"] if c["op"] == op]
+                self.assertTrue(cases, r.stdout)
+                for c in cases:
+                    self.assertEqual(c["status"], "failed", c)
+                    self.assertIn(flag, c["flags"], c)
+                summary = {o["op"]: o for o in data["ops"]}[op]
+                self.assertEqual(summary["flagged"], len(cases))
+                self.assertIn(flag, summary["flags"])
+                self.assertIsNone(summary["speedup_geomean"])  # a flagged case never enters a speedup
+                self.assertIn(flag, r.stdout)
+
+    def test_native_itself_raises_no_flag(self):
+        data, r = self.replay()
+        self.assertEqual(r.returncode, 0, r.stdout)
+        for c in data["cases"]:
+            self.assertEqual(c["flags"], [], c)
+            self.assertIn(c["status"], ("passed", "skipped"), c)
+
+
+if __name__ == "__main__":
+    unittest.main()
