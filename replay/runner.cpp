@@ -202,36 +202,66 @@ Timing summarize(std::vector<double> samples) {
   return Timing{at(0.5), at(0.25), at(0.75), samples.front(), static_cast<int>(samples.size())};
 }
 
+std::string compare(const c10::OperatorHandle& op, const Values& inputs, const Values& native, const Values& generated,
+                    const RunOptions& o, CaseResult& r);
+
+// A timed repetition whose result did not match native's on the same inputs. `cached`: it was bitwise
+// the kernel's result for other inputs.
+struct RepetitionMismatch : std::runtime_error {
+  RepetitionMismatch(const std::string& what, bool cached) : std::runtime_error(what), cached(cached) {}
+  bool cached;
+};
+
 // Native and the kernel under test, interleaved (alternating which goes first), each run on a fresh
-// copy of one of three input sets made with different seeds, after a cache flush.
+// copy of one of three input sets made with different seeds, with its operands evicted from the
+// caches. Every timed result of the kernel is checked against native's for its input set (outside
+// the timed region), so a kernel cannot be right once and cached or wrong in the loop.
 std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& variant,
-                                    const backends::LoadedKernel* kernel, const RunOptions& o) {
-  std::vector<Values> pool;
-  for (uint64_t k = 1; k <= 3; ++k) pool.push_back(make_inputs(bound, {o.device, o.seed + 7919 * k, variant}));
+                                    const backends::LoadedKernel* kernel, const RunOptions& o, const CaseResult& r) {
+  std::vector<Values> pool, expected, last(3);
+  for (uint64_t k = 1; k <= 3; ++k) {
+    pool.push_back(make_inputs(bound, {o.device, o.seed + 7919 * k, variant}));
+    if (o.check) expected.push_back(call(bound.op, nullptr, copies(pool.back()), o.device));
+  }
   std::vector<double> native, generated;
   auto run = [&](const backends::LoadedKernel* which, const Values& inputs, std::vector<double>& out) {
     Values args = copies(inputs);
     if (o.device.is_cpu()) evict(args);
     synchronize(o.device);
     auto t0 = std::chrono::steady_clock::now();
-    call(bound.op, which, args, o.device, nullptr, true);  // synchronizes before returning
+    Values result = call(bound.op, which, args, o.device, nullptr, true);  // synchronizes before returning
     out.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    return result;
+  };
+  auto check = [&](int rep, size_t set, const Values& got) {
+    if (!o.check) return;
+    CaseResult scratch = r;
+    std::string why = compare(bound.op, pool[set], expected[set], got, o, scratch);
+    if (why.empty()) {
+      last[set] = copies(got);
+      return;
+    }
+    bool cached = false;
+    for (size_t j = 0; j < last.size(); ++j) cached |= j != set && !last[j].empty() && bitwise_equal(last[j], got);
+    throw RepetitionMismatch((rep < 0 ? std::string("warm-up run: ") : "timed repetition " + std::to_string(rep + 1) + ": ") +
+                                 (cached ? "the kernel returned exactly its result for other inputs: " : "") + why,
+                             cached);
   };
   for (int w = 0; w < 2; ++w) {  // warm-up: first-call costs are not the kernel's
     run(nullptr, pool[0], native);
-    run(kernel, pool[0], generated);
+    check(-1, 0, run(kernel, pool[0], generated));
   }
   native.clear();
   generated.clear();
   const auto start = std::chrono::steady_clock::now();
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    const Values& inputs = pool[rep % pool.size()];
+    const size_t set = static_cast<size_t>(rep) % pool.size();
     if (rep % 2 == 0) {
-      run(nullptr, inputs, native);
-      run(kernel, inputs, generated);
+      run(nullptr, pool[set], native);
+      check(rep, set, run(kernel, pool[set], generated));
     } else {
-      run(kernel, inputs, generated);
-      run(nullptr, inputs, native);
+      check(rep, set, run(kernel, pool[set], generated));
+      run(nullptr, pool[set], native);
     }
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (rep >= 4 && spent > o.budget_seconds) break;
@@ -473,9 +503,12 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   // Only the traced shapes are timed: they are what the program runs; the variants exist to be checked.
   if (o.time && variant == "traced" && !o.device.is_cuda()) {
     try {
-      auto [n, g] = time_both(*bound, variant, kernel, o);
+      auto [n, g] = time_both(*bound, variant, kernel, o, r);
       r.native = n;
       r.generated = g;
+    } catch (const RepetitionMismatch& e) {
+      if (e.cached) r.flags.push_back("cached-result");
+      return with_status(r, Status::Failed, e.what());
     } catch (const std::exception& e) {
       return with_status(r, Status::Failed, std::string("failed while being timed: ") + e.what());
     }

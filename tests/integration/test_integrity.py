@@ -29,6 +29,7 @@ EXPECTED = {  # folder: (op, flag)
     "reused_buffer": ("aten::relu", "aliasing"),
     "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
 }
+TIMED = {"late_replay": ("aten::relu", "cached-result")}  # caught only when the timed loop runs
 
 
 class Integrity(unittest.TestCase):
@@ -43,18 +44,18 @@ class Integrity(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def replay(self, *args):
+    def replay(self, *args, timed=False):
         out = self.dir / "report.json"
-        r = run([BBREPLAY, self.trace, "--device", "cpu", "--check-only", "--json", out, *args], base_env(),
-                timeout=600)
+        mode = ["--repetitions", "6"] if timed else ["--check-only"]
+        r = run([BBREPLAY, self.trace, "--device", "cpu", *mode, "--json", out, *args], base_env(), timeout=600)
         self.assertIn(r.returncode, (0, 1), r.stderr)
         return json.loads(out.read_text()), r
 
     def test_every_cheat_is_flagged_by_name(self):
-        self.assertEqual(sorted(EXPECTED), sorted(p.name for p in CHEATS.iterdir() if p.is_dir()))
-        for folder, (op, flag) in EXPECTED.items():
+        self.assertEqual(sorted({**EXPECTED, **TIMED}), sorted(p.name for p in CHEATS.iterdir() if p.is_dir()))
+        for folder, (op, flag) in {**EXPECTED, **TIMED}.items():
             with self.subTest(cheat=folder):
-                data, r = self.replay("--backend", CHEATS / folder, "--variants", "traced")
+                data, r = self.replay("--backend", CHEATS / folder, "--variants", "traced", timed=folder in TIMED)
                 self.assertEqual(r.returncode, 1, r.stdout)
                 cases = [c for c in data["cases"] if c["op"] == op]
                 self.assertTrue(cases, r.stdout)
