@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <ctime>
 #include <fstream>
 #include <iostream>
 
@@ -45,15 +44,6 @@ std::string exe_path() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "bbreplay";
-}
-
-std::string now_utc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::vector<std::string> parse_variants(const std::string& list) {
@@ -217,7 +207,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   Report report;
   report.meta = {std::string("bbreplay ") + BB_VERSION, o.trace,
                  s.has_backend ? s.backend.dir : "native (self-check: native against native)",
-                 s.run.device.str(), BB_TORCH_VERSION, now_utc(), timing_method(s.run), o.seed};
+                 s.run.device.str(), BB_TORCH_VERSION, trace::utc_now(), timing_method(s.run), o.seed};
   if (s.run.time) {
     if (std::string busy = busy_machine(); !busy.empty()) {
       std::cerr << "bbreplay: warning: " << busy << "\n";

@@ -241,16 +241,6 @@ class Maker {
   const InputOptions& o_;
 };
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t k = shape.size(); k-- > 0;) {
-    s[k] = acc;
-    acc *= std::max<int64_t>(shape[k], 1);
-  }
-  return s;
-}
-
 // The tensor metadata of every tensor in the call, for variants to rewrite.
 std::vector<TensorMeta*> tensors_of(BoundCall& call) {
   std::vector<TensorMeta*> out;
@@ -275,7 +265,7 @@ bool one_shape(BoundCall& call) {
 void reshape_all(BoundCall& call, const std::vector<int64_t>& shape) {
   for (auto* t : tensors_of(call)) {
     t->shape = shape;
-    t->stride = contiguous_strides(shape);
+    t->stride = trace::contiguous_strides(shape);
     t->offset = 0;
     t->range.reset();  // recorded ranges belong to the traced shapes
   }
@@ -290,10 +280,10 @@ void apply_variant(BoundCall& call, const std::string& variant) {
     for (auto* t : tensors_of(call)) {
       int64_t numel = 1;
       for (int64_t s : t->shape) numel *= s;
-      if (numel <= 1 || t->stride != contiguous_strides(t->shape)) continue;
+      if (numel <= 1 || t->stride != trace::contiguous_strides(t->shape)) continue;
       std::vector<int64_t> padded = t->shape;
       padded.back() *= 2;  // every other element of a buffer twice as wide
-      t->stride = contiguous_strides(padded);
+      t->stride = trace::contiguous_strides(padded);
       t->stride.back() = 2;
       changed = true;
     }

@@ -51,16 +51,6 @@ std::string abbr_of(const std::string& dtype) {
   return "torch." + dtype;
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t k = shape.size(); k-- > 0;) {
-    s[k] = acc;
-    acc *= std::max<int64_t>(shape[k], 1);
-  }
-  return s;
-}
-
 // ------------------------------------------------------------------ values of the Python subset
 
 struct Py {
@@ -292,7 +282,7 @@ class LineParser {
       v.tensor.layout = it->second.second;
       while (accept(',')) value();  // is_coalesced, nnz: not recorded
     } else {
-      v.tensor.stride = contiguous_strides(v.tensor.shape);
+      v.tensor.stride = trace::contiguous_strides(v.tensor.shape);
       if (accept(',')) {
         skip_space();
         const size_t at = p_;
@@ -468,7 +458,7 @@ bool py_tensor(const std::optional<TensorMeta>& t, std::string& out) {
   }
   if (t->symbolic || t->layout != "strided") return false;
   out += "T(" + py_ints(t->shape, '[', ']') + ", " + abbr_of(t->dtype);
-  if (t->stride != contiguous_strides(t->shape)) out += ", stride=" + py_ints(t->stride, '(', ')');
+  if (t->stride != trace::contiguous_strides(t->shape)) out += ", stride=" + py_ints(t->stride, '(', ')');
   out += ")";
   return true;
 }

@@ -39,19 +39,10 @@ std::vector<std::string> read_cmdline() {
 
 }  // namespace
 
-std::string utc_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 RunInfo current_run_info(const std::string& torch_version) {
   RunInfo r;
   r.torch_version = torch_version;
-  r.created = utc_now();
+  r.created = trace::utc_now();
   r.id.pid = ::getpid();
   r.id.rank = env_long("RANK");
   r.id.world_size = env_long("WORLD_SIZE");
@@ -66,7 +57,7 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
   t.meta.tool = std::string("bbshim ") + BB_VERSION;
   t.meta.torch = run.torch_version;
   t.meta.created = run.created;
-  t.meta.updated = utc_now();
+  t.meta.updated = trace::utc_now();
   t.meta.status = status;
   t.meta.pid = run.id.pid;
   t.meta.rank = run.id.rank;

@@ -21,7 +21,6 @@ struct RunInfo {
 };
 
 RunInfo current_run_info(const std::string& torch_version);
-std::string utc_now();
 
 // Builds the trace for `snap` (devices get their names where the CUDA part knows them).
 trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status);

@@ -1,6 +1,8 @@
 #include "tracer/trace_model.h"
 
+#include <algorithm>
 #include <array>
+#include <ctime>
 #include <cmath>
 
 namespace bb::trace {
@@ -85,6 +87,25 @@ std::string base_name(const std::string& op) {
   auto colon = op.rfind("::");
   auto dot = op.find('.', colon == std::string::npos ? 0 : colon + 2);
   return dot == std::string::npos ? op : op.substr(0, dot);
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    s[k] = acc;
+    acc *= std::max<int64_t>(shape[k], 1);
+  }
+  return s;
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace bb::trace

@@ -117,4 +117,10 @@ struct Trace {
 // Python's name for an op without its overload: aten::add.Tensor -> aten::add.
 std::string base_name(const std::string& op);
 
+// Strides of a contiguous tensor of `shape` (size-0 dimensions count as 1, as torch does).
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
+
+// The current time as UTC ISO 8601 (2026-11-30T01:00:00Z), as traces and reports record it.
+std::string utc_now();
+
 }  // namespace bb::trace
