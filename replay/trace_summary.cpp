@@ -103,6 +103,58 @@ void print_header(const trace::Trace& t, const std::string& source, std::ostream
   out << "  devices: cpu";
   for (const auto& d : m.devices) out << ", " << d.device << (d.name.empty() ? "" : " (" + d.name + ")");
   out << "\n";
+  if (const auto& d = m.device_timing) {
+    out << "  device timing: " << d->status << "; " << d->calls_timed << " calls timed";
+    if (d->unattributed)
+      out << ", " << d->unattributed << " device activities outside any op (" << std::fixed << std::setprecision(3)
+          << static_cast<double>(d->unattributed_ns) / 1e6 << " ms)" << std::defaultfloat;
+    if (d->dropped_records) out << ", " << d->dropped_records << " records dropped by CUPTI";
+    if (d->incomplete_calls) out << ", " << d->incomplete_calls << " calls unfinished at exit (not timed)";
+    out << "\n";
+  }
+}
+
+struct OpDeviceTime {
+  std::string op;
+  uint64_t calls = 0, total_ns = 0;
+  std::map<std::string, uint64_t> kernels;
+};
+
+// Ops by the device time their own launches took (CUPTI), largest first.
+void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
+  std::map<std::string, OpDeviceTime> by;
+  uint64_t all = 0;
+  for (const auto& e : t.ops) {
+    if (!e.device_time) continue;
+    OpDeviceTime& o = by[e.op];
+    o.op = e.op;
+    o.calls += e.device_time->calls;
+    o.total_ns += e.device_time->total_ns;
+    all += e.device_time->total_ns;
+    for (const auto& k : e.kernels) o.kernels[k.name] += k.launches;
+  }
+  if (by.empty() || all == 0) return;
+  std::vector<OpDeviceTime> v;
+  for (auto& [_, o] : by) v.push_back(std::move(o));
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
+  out << "\ntop ops by device time (kernels, copies and sets each call launched itself)\n";
+  out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "timed" << std::setw(12)
+      << "total ms" << std::setw(8) << "share" << std::setw(12) << "us/call" << "  most launched\n";
+  for (size_t k = 0; k < v.size() && k < top; ++k) {
+    const auto& o = v[k];
+    std::string kernel;
+    uint64_t most = 0;
+    for (const auto& [name, n] : o.kernels)
+      if (n > most) most = n, kernel = name;
+    if (kernel.size() > 60) kernel = kernel.substr(0, 57) + "...";
+    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls << std::fixed
+        << std::setprecision(3) << std::setw(12) << static_cast<double>(o.total_ns) / 1e6 << std::setprecision(1)
+        << std::setw(7) << 100.0 * static_cast<double>(o.total_ns) / static_cast<double>(all) << "%"
+        << std::setprecision(2) << std::setw(12)
+        << static_cast<double>(o.total_ns) / 1e3 / static_cast<double>(std::max<uint64_t>(o.calls, 1))
+        << std::defaultfloat << "  " << kernel << "\n";
+  }
+  if (v.size() > top) out << "  ... " << v.size() - top << " more ops\n";
 }
 
 }  // namespace
@@ -129,6 +181,7 @@ void print_summary(const trace::Trace& t, const std::string& source, const Summa
     out << "\n";
   }
   if (ops.size() > options.top) out << "  ... " << ops.size() - options.top << " more ops\n";
+  print_device_time(t, options.top, out);
   if (options.signatures == 0) return;
   std::vector<const trace::TraceEntry*> sigs;
   for (const auto& e : t.ops) sigs.push_back(&e);

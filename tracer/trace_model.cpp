@@ -69,14 +69,22 @@ bool ArgValue::operator==(const ArgValue& o) const {
 
 bool TraceEntry::operator==(const TraceEntry& o) const {
   return op == o.op && count == o.count && nested == o.nested &&
-         with_children == o.with_children && routed == o.routed && args == o.args;
+         with_children == o.with_children && routed == o.routed && args == o.args &&
+         device_time == o.device_time && kernels == o.kernels;
 }
 
 bool TraceMeta::operator==(const TraceMeta& o) const {
   return tool == o.tool && torch == o.torch && created == o.created && updated == o.updated &&
          status == o.status && pid == o.pid && rank == o.rank && world_size == o.world_size &&
          hostname == o.hostname && argv == o.argv && devices == o.devices && calls == o.calls &&
-         untraced_calls == o.untraced_calls;
+         untraced_calls == o.untraced_calls && device_timing == o.device_timing;
+}
+
+bool DeviceTiming::operator==(const DeviceTiming& o) const {
+  return status == o.status && calls_timed == o.calls_timed && dropped_records == o.dropped_records &&
+         unfinished_records == o.unfinished_records && incomplete_calls == o.incomplete_calls &&
+         unattributed == o.unattributed && unattributed_ns == o.unattributed_ns &&
+         unattributed_kernels == o.unattributed_kernels;
 }
 
 bool Trace::operator==(const Trace& o) const {

@@ -71,6 +71,23 @@ struct ArgValue {
   bool operator==(const ArgValue& o) const;
 };
 
+// Device time of a signature's calls (CUDA, measured with CUPTI): each call's time is the sum of
+// the durations of the kernels, copies and sets it launched. Nanoseconds.
+struct DeviceTime {
+  uint64_t calls = 0;  // calls timed
+  uint64_t total_ns = 0, min_ns = 0, median_ns = 0, max_ns = 0;
+  bool operator==(const DeviceTime& o) const {
+    return calls == o.calls && total_ns == o.total_ns && min_ns == o.min_ns && median_ns == o.median_ns &&
+           max_ns == o.max_ns;
+  }
+};
+
+struct KernelCount {
+  std::string name;  // demangled kernel name, or Memcpy HtoD, Memset, ...
+  uint64_t launches = 0;
+  bool operator==(const KernelCount& o) const { return name == o.name && launches == o.launches; }
+};
+
 struct TraceEntry {
   std::string op;           // full overload name: aten::add.Tensor, aten::relu (default overload)
   uint64_t count = 0;       // calls with exactly this signature
@@ -78,6 +95,8 @@ struct TraceEntry {
   uint64_t with_children = 0;  // of those, calls that themselves called other ops
   uint64_t routed = 0;         // of those, calls a generated kernel handled (routing)
   std::vector<ArgValue> args;  // in schema order
+  std::optional<DeviceTime> device_time;  // when measured
+  std::vector<KernelCount> kernels;       // what its calls launched, most launches first
 
   uint64_t top_level() const { return count - nested; }
   uint64_t leaf() const { return count - with_children; }
@@ -88,6 +107,19 @@ struct DeviceInfo {
   std::string device;  // cuda:0
   std::string name;    // NVIDIA H200
   bool operator==(const DeviceInfo& o) const { return device == o.device && name == o.name; }
+};
+
+// How device timing went in the traced process.
+struct DeviceTiming {
+  std::string status;               // on | off: why | stopped: why
+  uint64_t calls_timed = 0;
+  uint64_t dropped_records = 0;     // CUPTI dropped them (buffers full)
+  uint64_t unfinished_records = 0;  // still running at the last flush: left out
+  uint64_t incomplete_calls = 0;    // calls with such a record: not timed
+  uint64_t unattributed = 0;        // device activity launched outside any op call
+  uint64_t unattributed_ns = 0;
+  std::vector<KernelCount> unattributed_kernels;  // by name, most launches first
+  bool operator==(const DeviceTiming& o) const;
 };
 
 struct TraceMeta {
@@ -104,6 +136,7 @@ struct TraceMeta {
   std::vector<DeviceInfo> devices;
   uint64_t calls = 0;            // traced op calls, all signatures
   uint64_t untraced_calls = 0;   // calls not recorded because the signature limit was reached
+  std::optional<DeviceTiming> device_timing;  // processes that used CUDA
   bool operator==(const TraceMeta& o) const;
 };
 

@@ -117,6 +117,14 @@ void emit_arg(YAML::Emitter& out, const ArgValue& a) {
   out << YAML::EndMap;
 }
 
+void emit_kernels(YAML::Emitter& out, const std::vector<KernelCount>& kernels) {
+  out << YAML::BeginSeq;
+  for (const auto& k : kernels)
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << k.name
+        << YAML::Key << "launches" << YAML::Value << k.launches << YAML::EndMap;
+  out << YAML::EndSeq;
+}
+
 void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
   out << YAML::Key << "meta" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "tool" << YAML::Value << YAML::DoubleQuoted << m.tool;
@@ -141,6 +149,21 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
   out << YAML::EndSeq;
   out << YAML::Key << "calls" << YAML::Value << m.calls;
   out << YAML::Key << "untraced_calls" << YAML::Value << m.untraced_calls;
+  if (const auto& d = m.device_timing) {
+    out << YAML::Key << "device_timing" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "status" << YAML::Value << YAML::DoubleQuoted << d->status;
+    out << YAML::Key << "calls_timed" << YAML::Value << d->calls_timed;
+    out << YAML::Key << "dropped_records" << YAML::Value << d->dropped_records;
+    out << YAML::Key << "unfinished_records" << YAML::Value << d->unfinished_records;
+    out << YAML::Key << "incomplete_calls" << YAML::Value << d->incomplete_calls;
+    out << YAML::Key << "unattributed" << YAML::Value << d->unattributed;
+    out << YAML::Key << "unattributed_ns" << YAML::Value << d->unattributed_ns;
+    if (!d->unattributed_kernels.empty()) {
+      out << YAML::Key << "unattributed_kernels" << YAML::Value;
+      emit_kernels(out, d->unattributed_kernels);
+    }
+    out << YAML::EndMap;
+  }
   out << YAML::EndMap;
 }
 
@@ -156,6 +179,19 @@ void emit_entry(YAML::Emitter& out, const TraceEntry& e) {
   out << YAML::BeginSeq;
   for (const auto& a : e.args) emit_arg(out, a);
   out << YAML::EndSeq;
+  if (const auto& d = e.device_time) {
+    out << YAML::Key << "device_time" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "calls" << YAML::Value << d->calls;
+    out << YAML::Key << "total_ns" << YAML::Value << d->total_ns;
+    out << YAML::Key << "min_ns" << YAML::Value << d->min_ns;
+    out << YAML::Key << "median_ns" << YAML::Value << d->median_ns;
+    out << YAML::Key << "max_ns" << YAML::Value << d->max_ns;
+    out << YAML::EndMap;
+  }
+  if (!e.kernels.empty()) {
+    out << YAML::Key << "kernels" << YAML::Value;
+    emit_kernels(out, e.kernels);
+  }
   out << YAML::EndMap;
 }
 
@@ -258,7 +294,29 @@ class Reader : public yaml::Reader {
       if (!args.IsSequence()) fail(args, "expected a list of arguments");
       for (const auto& a : args) e.args.push_back(arg(a));
     }
+    if (YAML::Node d = n["device_time"]) {
+      if (!d.IsMap()) fail(d, "expected device_time to be a map (calls, total_ns, min_ns, median_ns, max_ns)");
+      DeviceTime t;
+      t.calls = scalar<uint64_t>(require(d, "calls"), "a non-negative integer");
+      t.total_ns = scalar<uint64_t>(require(d, "total_ns"), "a non-negative integer");
+      t.min_ns = scalar<uint64_t>(require(d, "min_ns"), "a non-negative integer");
+      t.median_ns = scalar<uint64_t>(require(d, "median_ns"), "a non-negative integer");
+      t.max_ns = scalar<uint64_t>(require(d, "max_ns"), "a non-negative integer");
+      if (t.min_ns > t.median_ns || t.median_ns > t.max_ns) fail(d, "expected min_ns <= median_ns <= max_ns");
+      if (t.calls > e.count) fail(d["calls"], "device_time calls exceed count");
+      e.device_time = t;
+    }
+    if (YAML::Node k = n["kernels"]) e.kernels = kernels(k);
     return e;
+  }
+
+  std::vector<KernelCount> kernels(const YAML::Node& n) const {
+    if (!n.IsSequence()) fail(n, "expected a list of kernels ({name, launches})");
+    std::vector<KernelCount> out;
+    for (const auto& k : n)
+      out.push_back({scalar<std::string>(require(k, "name"), "a kernel name"),
+                     scalar<uint64_t>(require(k, "launches"), "a non-negative integer")});
+    return out;
   }
 
   TraceMeta meta(const YAML::Node& n) const {
@@ -283,6 +341,19 @@ class Reader : public yaml::Reader {
     }
     m.calls = optional<uint64_t>(n, "calls", 0, "a non-negative integer");
     m.untraced_calls = optional<uint64_t>(n, "untraced_calls", 0, "a non-negative integer");
+    if (YAML::Node d = n["device_timing"]) {
+      if (!d.IsMap()) fail(d, "expected device_timing to be a map");
+      DeviceTiming t;
+      t.status = optional<std::string>(d, "status", "", "a string");
+      t.calls_timed = optional<uint64_t>(d, "calls_timed", 0, "a non-negative integer");
+      t.dropped_records = optional<uint64_t>(d, "dropped_records", 0, "a non-negative integer");
+      t.unfinished_records = optional<uint64_t>(d, "unfinished_records", 0, "a non-negative integer");
+      t.incomplete_calls = optional<uint64_t>(d, "incomplete_calls", 0, "a non-negative integer");
+      t.unattributed = optional<uint64_t>(d, "unattributed", 0, "a non-negative integer");
+      t.unattributed_ns = optional<uint64_t>(d, "unattributed_ns", 0, "a non-negative integer");
+      if (YAML::Node k = d["unattributed_kernels"]) t.unattributed_kernels = kernels(k);
+      m.device_timing = t;
+    }
     return m;
   }
 

@@ -40,6 +40,15 @@ inline trace::Trace sample_trace() {
   t.meta.devices = {{"cuda:0", "NVIDIA H200"}};
   t.meta.calls = 10;
   t.meta.untraced_calls = 1;
+  trace::DeviceTiming timing;
+  timing.status = "on";
+  timing.calls_timed = 7;
+  timing.unfinished_records = 1;
+  timing.incomplete_calls = 1;
+  timing.unattributed = 2;
+  timing.unattributed_ns = 1500;
+  timing.unattributed_kernels = {{"triton_poi_fused_add_0", 2}};
+  t.meta.device_timing = timing;
 
   trace::TraceEntry add;
   add.op = "aten::add.Tensor";
@@ -58,6 +67,8 @@ inline trace::Trace sample_trace() {
   alpha.f = 0.1;
   alpha.kwarg_only = true;
   add.args = {self, other, alpha};
+  add.device_time = trace::DeviceTime{7, 21000, 2000, 2900, 4100};
+  add.kernels = {{"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)", 7}};
 
   trace::TraceEntry kinds;
   kinds.op = "test::every_kind";

@@ -23,3 +23,19 @@ TEST_CASE("the summary lists ops by calls with their signature counts") {
   CHECK(s.find("top signatures by calls\n         7  aten::add.Tensor(float32[2,3], bfloat16[3]@cuda:0, 0.1)") !=
         std::string::npos);
 }
+
+TEST_CASE("the summary ranks ops by device time when the trace has it") {
+  auto t = bb::test::sample_trace();  // add.Tensor: 7 calls timed, 21 us in total
+  std::ostringstream out;
+  bb::replay::print_summary(t, "x.yaml", {10, 0}, out);
+  const std::string s = out.str();
+  CHECK(s.find("device timing: on; 7 calls timed, 2 device activities outside any op (0.002 ms), 1 calls unfinished "
+               "at exit (not timed)") != std::string::npos);
+  CHECK(s.find("top ops by device time") != std::string::npos);
+  CHECK(s.find("aten::add.Tensor                                     7       0.021  100.0%        3.00  void "
+               "at::native::vectorized_elementwise_kernel<4, at::nat...") != std::string::npos);
+  t.ops[0].device_time.reset();
+  std::ostringstream none;
+  bb::replay::print_summary(t, "x.yaml", {10, 0}, none);
+  CHECK(none.str().find("top ops by device time") == std::string::npos);
+}
