@@ -1,0 +1,161 @@
+"""On a CUDA machine: device time per op from CUPTI, coexistence with torch.profiler, the timeline.
+Skipped (exit 77) where there is no GPU."""
+import json
+import sys
+import unittest
+
+from support import PYTHON, TempDirTest, cuda_available, load_trace, preload_env, run
+
+WORK = """
+import torch
+x = torch.randn(256, 256, device="cuda")
+for _ in range(10):
+    y = torch.mm(x, x)
+    z = torch.relu(y)
+torch.cuda.synchronize()
+"""
+
+PROFILER_INSIDE = """
+import torch
+from torch.profiler import profile, ProfilerActivity
+x = torch.randn(512, 512, device="cuda")
+def work(n):
+    for _ in range(n):
+        torch.relu(torch.mm(x, x))
+    torch.cuda.synchronize()
+work(5)
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+    work(5)
+kernels = [e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+print(len(kernels))
+work(5)
+"""
+
+PROFILER_FIRST = """
+import torch
+from torch.profiler import profile, ProfilerActivity
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+    x = torch.randn(64, 64, device="cuda")
+    for _ in range(3):
+        torch.relu(x)
+    torch.cuda.synchronize()
+print(len([e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]))
+"""
+
+FORK = """
+import os, torch, warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # Python's note on fork() in a threaded process
+x = torch.randn(128, 128, device="cuda")
+for _ in range(3):
+    torch.mm(x, x)
+torch.cuda.synchronize()
+pid = os.fork()
+if pid == 0:
+    torch.ones(3).add_(1)   # CPU only in the child: CUDA cannot be used after fork
+    raise SystemExit(0)     # normal exit: atexit handlers run in the child too
+_, status = os.waitpid(pid, 0)
+print(status)
+"""
+
+
+def entries(t, op):
+    return [e for e in t["ops"] if e["op"] == op]
+
+
+class DeviceTime(TempDirTest):
+    def trace(self, code, timeout=300, **env):
+        path = self.dir / "t.yaml"
+        r = run([PYTHON, "-c", code], preload_env(BB_TRACE=path, **env), timeout=timeout)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r, load_trace(path)
+
+    def test_kernels_are_attributed_to_the_op_that_launched_them(self):
+        r, t = self.trace(WORK)
+        self.assertEqual(r.stderr, "")
+        timing = t["meta"]["device_timing"]
+        self.assertEqual(timing["status"], "on", timing)
+        self.assertEqual((timing["dropped_records"], timing["incomplete_calls"]), (0, 0), timing)
+        (mm,) = entries(t, "aten::mm")
+        (relu,) = entries(t, "aten::relu")
+        (clamp,) = entries(t, "aten::clamp_min")  # relu's CUDA kernel is launched by the clamp_min inside it
+        self.assertNotIn("device_time", relu)       # the innermost op gets the time, never both
+        for e in (mm, clamp):
+            d = e["device_time"]
+            self.assertGreaterEqual(d["calls"], 9, e)
+            self.assertLessEqual(d["calls"], e["count"])
+            self.assertTrue(0 < d["min_ns"] <= d["median_ns"] <= d["max_ns"] < 10_000_000, d)
+            self.assertAlmostEqual(d["total_ns"] / d["calls"], d["median_ns"], delta=d["max_ns"])
+            self.assertGreaterEqual(sum(k["launches"] for k in e["kernels"]), d["calls"], e)
+        self.assertTrue(any("elementwise" in k["name"] for k in clamp["kernels"]), clamp["kernels"])
+        names = {k["name"] for k in mm["kernels"]}
+        self.assertFalse(names & {k["name"] for k in clamp["kernels"]}, names)
+
+    def test_torch_profiler_inside_a_preloaded_program(self):
+        r, t = self.trace(PROFILER_INSIDE)
+        self.assertGreater(int(r.stdout.split()[-1]), 0, "torch.profiler saw no kernels: we broke it")
+        lines = [l for l in r.stderr.splitlines() if "device timing" in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("device timing stopped", lines[0])
+        timing = t["meta"]["device_timing"]
+        self.assertTrue(timing["status"].startswith("stopped: "), timing)
+        (mm,) = entries(t, "aten::mm")
+        d = mm["device_time"]
+        # Only the calls before the profiler started are timed, in CUPTI's own clock (not TSC ticks).
+        self.assertTrue(1 <= d["calls"] <= 5, d)
+        self.assertEqual(mm["count"], 15)
+        self.assertTrue(0 < d["median_ns"] < 1_000_000, d)
+
+    def test_torch_profiler_holding_cupti_first_keeps_timing_off(self):
+        r, t = self.trace(PROFILER_FIRST)
+        self.assertGreater(int(r.stdout.split()[-1]), 0)
+        lines = [l for l in r.stderr.splitlines() if "device timing" in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("device timing is off: torch.profiler", lines[0])
+        self.assertTrue(t["meta"]["device_timing"]["status"].startswith("off: torch.profiler"), t["meta"])
+        self.assertFalse([e for e in t["ops"] if "device_time" in e])
+
+    def test_fork_after_cuda_never_touches_cupti_in_the_child(self):
+        r, t = self.trace(FORK, timeout=60)
+        self.assertEqual((r.stdout.strip(), r.stderr), ("0", ""))
+        (mm,) = entries(t, "aten::mm")
+        self.assertGreaterEqual(mm["device_time"]["calls"], 2)
+
+    def test_device_time_can_be_turned_off(self):
+        r, t = self.trace(WORK, BB_DEVICE_TIME="0")
+        self.assertEqual(r.stderr, "")
+        self.assertEqual(t["meta"]["device_timing"]["status"], "off: BB_DEVICE_TIME=0")
+        self.assertFalse([e for e in t["ops"] if "device_time" in e or "kernels" in e])
+
+    def test_timeline_links_ops_to_their_kernels(self):
+        tl = self.dir / "timeline.json"
+        r, t = self.trace(WORK, BB_TIMELINE=tl)
+        self.assertEqual(r.stderr, "")
+        doc = json.loads(tl.read_text())
+        ev = doc["traceEvents"]
+        ops = {e["args"]["External id"]: e for e in ev if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"}
+        self.assertGreaterEqual(len(ops), 9)
+        for op in ops.values():
+            self.assertEqual(op["args"]["Input Dims"], [[256, 256], [256, 256]])
+            self.assertEqual(op["args"]["Input type"], ["float", "float"])
+        kernels = [e for e in ev if e.get("cat") == "kernel" and e["args"]["External id"] in ops]
+        self.assertGreaterEqual(len(kernels), 9)
+        for k in kernels:
+            op = ops[k["args"]["External id"]]
+            self.assertGreaterEqual(k["ts"], op["ts"])  # a kernel starts after its launch
+        launches = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime"}
+        flows = {(e["id"], e["ph"]) for e in ev if e.get("cat") == "ac2g"}
+        for k in kernels:
+            c = k["args"]["correlation"]
+            self.assertIn(c, launches)
+            self.assertIn((c, "s"), flows)
+            self.assertIn((c, "f"), flows)
+        mm_total = sum(k["dur"] for k in kernels) * 1000
+        (mm,) = entries(t, "aten::mm")
+        self.assertAlmostEqual(mm_total, mm["device_time"]["total_ns"], delta=0.001 * mm_total + 10)
+
+
+if __name__ == "__main__":
+    if not cuda_available():
+        print("no CUDA device: skipped")
+        sys.exit(77)
+    unittest.main()

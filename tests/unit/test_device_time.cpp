@@ -1,0 +1,466 @@
+// Device timing without a GPU: a fake CUPTI that behaves as the real one does for what the timer
+// relies on (a per-thread external-id stack, a correlation id per launch, ExternalCorrelation and
+// API records at launch time, device records later, buffers handed over on flush).
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "catch.h"
+#include "tracer/device_time.h"
+#include "tracer/device_timer.h"
+#include "tracer/timeline.h"
+
+using namespace bb::devtime;
+
+namespace {
+
+constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // a realtime-like clock, ns
+
+struct FakeCupti : CuptiApi {
+  struct Log {
+    int enables = 0, disables = 0, pushes = 0, pops = 0, flushes = 0, forced = 0;
+    std::vector<uint64_t> pushed;
+  };
+  std::shared_ptr<Log> log = std::make_shared<Log>();
+  std::string enable_error;
+  Collector* sink = nullptr;
+  bool enabled = false;
+  uint64_t clock = kT0;
+  uint32_t next_corr = 1;
+  std::vector<uint64_t> stack;  // one thread is enough for these tests
+  // The "buffers": what the next flush hands over.
+  std::vector<std::pair<uint32_t, uint64_t>> externals;
+  std::vector<ApiCall> api;
+  std::vector<DeviceActivity> activities;
+  std::vector<DeviceActivity> running;  // launched, not finished: only a forced flush returns them
+
+  std::string enable(Collector* s) override {
+    ++log->enables;
+    if (!enable_error.empty()) return enable_error;
+    sink = s;
+    enabled = true;
+    return "";
+  }
+  void disable() override {
+    ++log->disables;
+    enabled = false;
+  }
+  void push(uint64_t e) override {
+    ++log->pushes;
+    log->pushed.push_back(e);
+    stack.push_back(e);
+  }
+  void pop() override {
+    ++log->pops;
+    REQUIRE(!stack.empty());
+    stack.pop_back();
+  }
+  void flush(bool forced) override {
+    ++log->flushes;
+    if (forced) ++log->forced;
+    if (!sink) return;
+    for (auto& [c, e] : externals) sink->add_external(c, e);
+    for (auto& a : api) sink->add_api(a);
+    for (auto& a : activities) sink->add_activity(a, clock);
+    if (forced)
+      for (auto& a : running) sink->add_activity(a, clock);
+    externals.clear();
+    api.clear();
+    activities.clear();
+    if (forced) running.clear();
+    sink->end_round(false);
+  }
+  uint64_t now() override { return clock; }
+
+  // The program launches a kernel of `ns` on `stream`; it finishes unless `finished` is false.
+  uint32_t launch(const std::string& name, uint64_t ns, uint32_t stream = 7, bool finished = true) {
+    if (!enabled) return 0;
+    const uint32_t corr = next_corr++;
+    if (!stack.empty()) externals.push_back({corr, stack.back()});
+    api.push_back({corr, clock, clock + 2000, 42, "cudaLaunchKernel"});
+    DeviceActivity a;
+    a.correlation = corr;
+    a.start = clock + 5000;
+    a.end = finished ? a.start + ns : 0;
+    a.stream = stream;
+    a.name = name;
+    a.grid[0] = 4;
+    a.block[0] = 128;
+    (finished ? activities : running).push_back(a);
+    clock += ns + 10000;
+    return corr;
+  }
+};
+
+struct Rig {
+  FakeCupti* cupti;
+  std::shared_ptr<FakeCupti::Log> log;
+  std::vector<std::string> warnings;
+  std::unique_ptr<DeviceTimer> timer;
+  explicit Rig(CollectorOptions o = {}) {
+    auto c = std::make_unique<FakeCupti>();
+    cupti = c.get();
+    log = c->log;
+    timer = std::make_unique<DeviceTimer>(std::move(c), o, [this](const std::string& w) { warnings.push_back(w); });
+  }
+};
+
+DeviceActivity kernel(uint32_t corr, uint64_t start, uint64_t ns, const std::string& name = "k") {
+  DeviceActivity a;
+  a.correlation = corr;
+  a.start = start;
+  a.end = start + ns;
+  a.name = name;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("external ids carry the signature and a serial") {
+  const uint64_t e = make_external_id(1234, 99);
+  CHECK(signature_of(e) == 1234);
+  CHECK((e & ((uint64_t{1} << 40) - 1)) == 99);
+  CHECK(signature_of(make_external_id(kNoSignature, 1)) == kNoSignature);
+}
+
+TEST_CASE("the sketch: exact statistics for few calls, a median within 0.8% for many") {
+  Sketch s;
+  for (uint64_t v : {500, 100, 300, 200}) s.add(v);
+  CHECK(s.count() == 4);
+  CHECK(s.total() == 1100);
+  CHECK(s.min() == 100);
+  CHECK(s.max() == 500);
+  CHECK(s.median() == 250);
+
+  Sketch big;
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> dist(10.0, 1.5);
+  std::vector<uint64_t> values;
+  for (int k = 0; k < 20001; ++k) {
+    values.push_back(static_cast<uint64_t>(dist(rng)) + 1);
+    big.add(values.back());
+  }
+  std::sort(values.begin(), values.end());
+  const double truth = static_cast<double>(values[values.size() / 2]);
+  CHECK(std::abs(static_cast<double>(big.median()) - truth) / truth < 0.008);
+  CHECK(big.min() == values.front());
+  CHECK(big.max() == values.back());
+}
+
+TEST_CASE("kernels are attributed through their launch's external id and summed per call") {
+  Collector c;
+  c.begin(kT0);
+  const uint64_t call1 = make_external_id(3, 1), call2 = make_external_id(3, 2), other = make_external_id(5, 3);
+  c.add_external(10, call1);
+  c.add_external(11, call1);
+  c.add_external(12, call2);
+  c.add_external(13, other);
+  c.add_activity(kernel(10, kT0 + 100, 1000, "_Z6kernelv"), kT0 + 1'000'000);
+  c.add_activity(kernel(11, kT0 + 2000, 500, "_Z6kernelv"), kT0 + 1'000'000);
+  c.add_activity(kernel(12, kT0 + 3000, 2000, "memcpy-ish"), kT0 + 1'000'000);
+  c.add_activity(kernel(13, kT0 + 9000, 40), kT0 + 1'000'000);
+  c.end_round(false);
+  CHECK(c.by_signature()[3].per_call.count() == 0);  // not final yet: more records may come
+  c.end_round(false);
+  c.end_round(false);
+  auto sigs = c.by_signature();
+  REQUIRE(sigs.count(3));
+  CHECK(sigs[3].per_call.count() == 2);
+  CHECK(sigs[3].per_call.total() == 3500);
+  CHECK(sigs[3].per_call.min() == 1500);
+  CHECK(sigs[3].per_call.max() == 2000);
+  CHECK(sigs[3].kernels["kernel()"] == 2);  // demangled
+  CHECK(sigs[3].kernels["memcpy-ish"] == 1);
+  CHECK(sigs[5].per_call.total() == 40);
+  CHECK(c.health().calls_timed == 3);
+  CHECK(c.health().unattributed == 0);
+}
+
+TEST_CASE("a call's records may straddle buffers; a device record may come before its link") {
+  Collector c;
+  c.begin(kT0);
+  const uint64_t call = make_external_id(1, 1);
+  c.add_activity(kernel(20, kT0 + 10, 100), kT0 + 1'000'000);  // link not yet seen
+  c.end_round(false);
+  c.add_external(20, call);
+  c.add_external(21, call);
+  c.end_round(false);
+  c.add_activity(kernel(21, kT0 + 500, 300), kT0 + 1'000'000);
+  c.end_round(false);
+  c.end_round(false);
+  CHECK(c.by_signature()[1].per_call.count() == 0);
+  c.end_round(false);
+  auto s = c.by_signature()[1].per_call;
+  CHECK(s.count() == 1);
+  CHECK(s.total() == 400);
+}
+
+TEST_CASE("device work launched outside any op is counted as unattributed, by name") {
+  Collector c;
+  c.begin(kT0);
+  c.add_activity(kernel(30, kT0 + 10, 700, "triton_poi_fused_add_0"), kT0 + 1'000'000);
+  c.end_round(false);
+  c.end_round(false);
+  c.end_round(false);
+  Health h = c.health();
+  CHECK(h.unattributed == 1);
+  CHECK(h.unattributed_ns == 700);
+  CHECK(h.unattributed_names["triton_poi_fused_add_0"] == 1);
+  CHECK(c.by_signature().empty());
+}
+
+TEST_CASE("unfinished records from a forced flush are dropped and counted; final settles everything") {
+  Collector c;
+  c.begin(kT0);
+  c.add_external(1, make_external_id(2, 1));
+  c.add_external(2, make_external_id(2, 2));
+  c.add_activity(kernel(1, kT0 + 10, 100), kT0 + 1000);
+  auto running = kernel(2, kT0 + 200, 0);
+  running.end = 0;
+  c.add_activity(running, kT0 + 1000);
+  c.add_external(3, make_external_id(2, 3));
+  c.add_activity(kernel(3, kT0 + 400, 50), kT0 + 1000);
+  c.end_round(true);
+  CHECK(c.health().unfinished == 1);
+  CHECK(c.health().calls_incomplete == 1);
+  CHECK(c.by_signature()[2].per_call.count() == 2);
+  CHECK(c.by_signature()[2].per_call.total() == 150);
+}
+
+TEST_CASE("timestamps outside the session's clock stop timing and keep what was settled") {
+  Collector c;
+  c.begin(kT0);
+  c.add_external(1, make_external_id(4, 1));
+  c.add_activity(kernel(1, kT0 + 10, 100), kT0 + 1000);
+  c.end_round(true);
+  // TSC ticks (what torch.profiler's timestamp callback switches CUPTI to) are far below ns since 1970.
+  c.add_external(2, make_external_id(4, 2));
+  c.add_activity(kernel(2, 3'000'000'000'000ull, 230), kT0 + 2000);
+  c.end_round(true);
+  CHECK(c.stopped());
+  CHECK(c.health().bad_clock == 1);
+  CHECK(c.by_signature()[4].per_call.count() == 1);  // the good call only
+  c.add_external(3, make_external_id(4, 3));
+  c.add_activity(kernel(3, kT0 + 5000, 100), kT0 + 9000);
+  c.end_round(true);
+  CHECK(c.by_signature()[4].per_call.count() == 1);  // nothing after the stop
+  // end before start is a clock error too
+  Collector d;
+  d.begin(kT0);
+  auto bad = kernel(1, kT0 + 500, 0);
+  bad.end = kT0 + 100;
+  d.add_activity(bad, kT0 + 1000);
+  CHECK(d.stopped());
+}
+
+TEST_CASE("the timer pushes the innermost op's id and attributes its kernels") {
+  Rig r;
+  REQUIRE(r.timer->start(""));
+  CHECK(r.log->enables == 1);
+  CHECK(r.timer->status() == "on");
+  REQUIRE(r.timer->op_start(7));  // aten::linear
+  r.cupti->launch("outer_kernel", 1000);
+  REQUIRE(r.timer->op_start(8));  // aten::addmm inside it
+  r.cupti->launch("_Z4gemmv", 5000);
+  r.cupti->launch("_Z4gemmv", 3000);
+  r.timer->op_end();
+  r.timer->op_end();
+  CHECK(r.log->pushes == 2);
+  CHECK(r.log->pops == 2);
+  CHECK(signature_of(r.log->pushed[0]) == 7);
+  CHECK(signature_of(r.log->pushed[1]) == 8);
+  CHECK(r.log->pushed[0] != r.log->pushed[1]);
+  r.timer->round();
+  r.timer->finish();
+  CHECK(r.log->forced == 1);
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[7].per_call.total() == 1000);
+  CHECK(sigs[8].per_call.total() == 8000);
+  CHECK(sigs[8].per_call.count() == 1);
+  CHECK(sigs[8].kernels["gemm()"] == 2);
+  CHECK(r.warnings.empty());
+  // After finish nothing touches CUPTI.
+  const int flushes = r.log->flushes;
+  r.timer->round();
+  CHECK_FALSE(r.timer->op_start(7));
+  CHECK(r.log->flushes == flushes);
+}
+
+TEST_CASE("a profiler that holds CUPTI keeps timing off, said once") {
+  Rig r;
+  CHECK_FALSE(r.timer->start("torch.profiler (or another CUPTI client) registered its buffers first"));
+  CHECK_FALSE(r.timer->start(""));  // no second attempt
+  CHECK(r.log->enables == 0);
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0].find("device timing is off: torch.profiler") == 0);
+  CHECK(r.timer->status().rfind("off: torch.profiler", 0) == 0);
+  CHECK_FALSE(r.timer->op_start(1));
+  CHECK(r.log->pushes == 0);
+}
+
+TEST_CASE("CUPTI refusing to enable turns timing off with its error") {
+  Rig r;
+  r.cupti->enable_error = "cuptiActivityEnable(CONCURRENT_KERNEL) failed: CUPTI_ERROR_NOT_INITIALIZED";
+  CHECK_FALSE(r.timer->start(""));
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0].find("CUPTI_ERROR_NOT_INITIALIZED") != std::string::npos);
+  CHECK(r.log->disables == 1);
+}
+
+TEST_CASE("a takeover mid-run: ours are collected first, then timing stops; pops stay balanced") {
+  Rig r;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("before", 400);
+  r.timer->op_end();
+  REQUIRE(r.timer->op_start(2));  // in flight when the profiler starts
+  r.timer->taken_over("torch.profiler (or another CUPTI client) took over CUPTI's activity buffers");
+  r.timer->op_end();
+  CHECK(r.log->pops == r.log->pushes);
+  CHECK(r.log->disables == 1);
+  CHECK_FALSE(r.timer->op_start(3));
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0].find("device timing stopped: torch.profiler") == 0);
+  r.timer->taken_over("again");
+  CHECK(r.warnings.size() == 1);
+  r.timer->finish();
+  // The record collected before the takeover is kept (the final round settles it).
+  CHECK(r.timer->collector().by_signature()[1].per_call.total() == 400);
+  CHECK(r.timer->status().rfind("stopped: torch.profiler", 0) == 0);
+}
+
+TEST_CASE("a forked child never calls CUPTI") {
+  Rig r;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.timer->forget();
+  r.timer->op_end();
+  r.timer->round();
+  r.timer->finish();
+  CHECK_FALSE(r.timer->op_start(1));
+  CHECK(r.log->pops == 0);
+  CHECK(r.log->flushes == 0);
+}
+
+TEST_CASE("kernels still running at exit are dropped and counted, not timed as zero") {
+  Rig r;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("done", 100);
+  r.cupti->launch("still running", 100, 7, /*finished=*/false);
+  r.timer->op_end();
+  REQUIRE(r.timer->op_start(2));
+  r.cupti->launch("done", 300);
+  r.timer->op_end();
+  r.timer->finish();
+  CHECK(r.timer->collector().health().unfinished == 1);
+  CHECK(r.timer->collector().health().calls_incomplete == 1);
+  // The call with a running kernel is not timed at all (its sum would be short); the other is.
+  CHECK(r.timer->collector().by_signature()[1].per_call.count() == 0);
+  CHECK(r.timer->collector().by_signature()[2].per_call.total() == 300);
+}
+
+TEST_CASE("the timeline has torch.profiler's categories, keys and launch-to-kernel flows") {
+  CollectorOptions o;
+  o.timeline = true;
+  Rig r(o);
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(3));
+  const uint32_t corr = r.cupti->launch("_Z4reluPf", 2500, 13);
+  r.timer->op_end();
+  r.cupti->launch("orphan", 100, 14);  // outside any op
+  r.timer->finish();
+
+  OpLabel relu{"aten::relu", "[[2, 3]]", "[\"float\"]"};
+  TimelineInfo info;
+  info.pid = 4242;
+  info.trace_name = "python train.py";
+  info.label = [&](uint32_t sig) { return sig == 3 ? &relu : nullptr; };
+  std::ostringstream out;
+  write_timeline(out, r.timer->collector().timeline(), info);
+  auto j = nlohmann::json::parse(out.str());
+  CHECK(j["schemaVersion"] == 1);
+  const auto& ev = j["traceEvents"];
+  auto find = [&](const std::string& cat, const std::string& name) -> const nlohmann::json* {
+    for (const auto& e : ev)
+      if (e.value("cat", "") == cat && e.value("name", "") == name) return &e;
+    return nullptr;
+  };
+  const auto* op = find("cpu_op", "aten::relu");
+  REQUIRE(op);
+  CHECK((*op)["pid"] == 4242);
+  CHECK((*op)["args"]["Input Dims"] == nlohmann::json::parse("[[2, 3]]"));
+  const auto* k = find("kernel", "relu(float*)");
+  REQUIRE(k);
+  CHECK((*k)["pid"] == 0);
+  CHECK((*k)["tid"] == 13);
+  CHECK((*k)["args"]["External id"] == (*op)["args"]["External id"]);
+  CHECK((*k)["args"]["correlation"] == corr);
+  CHECK((*k)["dur"].get<double>() == Approx(2.5));
+  CHECK((*k)["ts"].get<double>() >= (*op)["ts"].get<double>());
+  const auto* launch = find("cuda_runtime", "cudaLaunchKernel");
+  REQUIRE(launch);
+  int starts = 0, finishes = 0;
+  for (const auto& e : ev) {
+    if (e.value("cat", "") != "ac2g") continue;
+    if (e["id"] != corr) continue;
+    if (e["ph"] == "s") {
+      ++starts;
+      CHECK(e["pid"] == 4242);
+    }
+    if (e["ph"] == "f") {
+      ++finishes;
+      CHECK(e["tid"] == 13);
+      CHECK(e["bp"] == "e");
+    }
+  }
+  CHECK(starts == 1);
+  CHECK(finishes == 1);
+  const auto* orphan = find("kernel", "orphan");
+  REQUIRE(orphan);
+  CHECK((*orphan)["args"]["External id"] == 0);
+}
+
+TEST_CASE("the timeline is capped: events past the limit are counted, not kept") {
+  CollectorOptions o;
+  o.timeline = true;
+  o.timeline_max_events = 3;
+  Rig r(o);
+  REQUIRE(r.timer->start(""));
+  for (int k = 0; k < 10; ++k) {
+    REQUIRE(r.timer->op_start(1));
+    r.cupti->launch("k", 100);
+    r.timer->op_end();
+  }
+  r.timer->finish();
+  auto t = r.timer->collector().timeline();
+  CHECK(t.ops.size() == 3);
+  CHECK(t.api.size() == 3);
+  CHECK(t.activities.size() == 3);
+  CHECK(t.dropped_events == 21);
+  CHECK(r.timer->collector().by_signature()[1].per_call.count() == 10);  // statistics are not capped
+}
+
+TEST_CASE("busy time over several streams counts overlaps once") {
+  CHECK(busy_ns({}) == 0);
+  CHECK(busy_ns({{100, 200}}) == 100);
+  CHECK(busy_ns({{100, 200}, {150, 300}}) == 200);           // overlapping streams
+  CHECK(busy_ns({{100, 200}, {300, 350}}) == 150);           // a gap is not device time
+  CHECK(busy_ns({{300, 350}, {100, 200}, {120, 130}}) == 150);  // any order, nested
+  CHECK(busy_ns({{100, 200}, {200, 250}}) == 150);           // back to back
+}
+
+TEST_CASE("without attribution every activity goes to the timeline at once") {
+  CollectorOptions o;
+  o.attribute = false;
+  o.timeline = true;
+  Collector c(o);
+  c.begin(kT0);
+  c.add_activity(kernel(1, kT0 + 10, 100), kT0 + 1000);
+  auto t = c.take_timeline();
+  REQUIRE(t.activities.size() == 1);
+  CHECK(t.activities[0].first.end - t.activities[0].first.start == 100);
+  CHECK(c.take_timeline().activities.empty());
+}

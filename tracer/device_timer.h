@@ -1,0 +1,76 @@
+// The device-timing session: the CUPTI calls the preload makes, behind an interface (CuptiApi) so
+// that the logic around them (when to start, push/pop per op, takeover by another CUPTI client,
+// flush rounds, fork) is tested on machines without a GPU. The real CuptiApi is in
+// tracer/cupti_real.cpp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "tracer/device_time.h"
+
+namespace bb::devtime {
+
+class CuptiApi {
+ public:
+  virtual ~CuptiApi() = default;
+  // Enables kernel, memcpy, memset and external-correlation records plus API records for the launch
+  // calls only, with buffers whose records go to `sink` (one round per completed buffer). Returns
+  // an error text, empty on success.
+  virtual std::string enable(Collector* sink) = 0;
+  virtual void disable() = 0;  // no more records of ours (what is buffered stays until a flush)
+  virtual void push(uint64_t external) = 0;  // this thread's innermost op call is now `external`
+  virtual void pop() = 0;
+  virtual void flush(bool forced) = 0;  // completed (forced: all) buffers to the sink, before returning
+  virtual uint64_t now() = 0;           // CUPTI's clock, ns
+  // True when it holds CUPTI's one subscriber slot (then another client's cuptiSubscribe is a takeover).
+  virtual bool uses_callbacks() const { return false; }
+};
+
+class DeviceTimer {
+ public:
+  using Warn = std::function<void(const std::string&)>;
+  DeviceTimer(std::unique_ptr<CuptiApi> api, CollectorOptions options, Warn warn);
+
+  // Starts collecting unless `conflict` says why not (a profiler already holds CUPTI). Returns true
+  // when collecting. Says once, through `warn`, why not.
+  bool start(const std::string& conflict);
+  bool active() const { return active_.load(std::memory_order_relaxed); }
+
+  // Around each op call, on its thread. op_start returns true when it pushed an id; then op_end
+  // must follow on the same thread (it pops even after timing stopped, to keep CUPTI's stack whole).
+  bool op_start(uint32_t sig);
+  void op_end();
+
+  // Another CUPTI client is about to replace our buffer callbacks or timestamps, or finalize CUPTI
+  // (seen by the preload's interposers): collect what is ours now, then stop for good.
+  void taken_over(const std::string& what);
+  void round();   // periodic: completed buffers, one round
+  void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
+  void forget();  // in a forked child: never call CUPTI again
+
+  // "on", "off: why" or "stopped: why".
+  std::string status() const;
+  bool uses_callbacks() const { return api_ && api_->uses_callbacks(); }
+  const Collector& collector() const { return collector_; }
+  Collector& collector() { return collector_; }
+
+ private:
+  std::unique_ptr<CuptiApi> api_;
+  Collector collector_;
+  const bool timeline_;
+  Warn warn_;
+  mutable std::mutex control_;  // start / round / finish / taken_over
+  std::atomic<bool> active_{false};
+  std::atomic<bool> forgotten_{false};
+  std::atomic<uint64_t> serial_{0};
+  std::atomic<bool> finished_{false};
+  bool started_ = false;
+  std::string off_;  // why timing never started
+};
+
+}  // namespace bb::devtime
