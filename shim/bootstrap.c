@@ -188,6 +188,83 @@ BB_EXPORT void* dlopen(const char* file, int mode) {
   return real_dlopen()(file, mode);
 }
 
+// ------------------------------------------------------------------ other CUPTI clients
+//
+// CUPTI serves one activity client per process. When torch.profiler (kineto) or another tool
+// registers its buffer callbacks, switches CUPTI's timestamps, finalizes CUPTI, or subscribes to its
+// callbacks (which matters when the runtime holds the one subscriber slot), the runtime's
+// device timing must hear of it first: it collects its own records and stops, instead of reporting
+// times from a clock it no longer knows. These wrappers tell it, then forward the call unchanged.
+// The runtime's own CUPTI calls go to libcupti's handle directly and never come through here.
+
+enum { kCuptiCallbacks = 1, kCuptiTimestamps = 2, kCuptiFinalize = 4, kCuptiSubscribe = 8 };
+typedef void (*bb_cupti_listener)(int what);
+static _Atomic(bb_cupti_listener) g_cupti_listener;
+static atomic_int g_cupti_seen;  // what other clients did so far (a kCupti* mask)
+
+BB_EXPORT void bbshim_cupti_listen(bb_cupti_listener listener) { atomic_store(&g_cupti_listener, listener); }
+BB_EXPORT int bbshim_cupti_seen(void) { return atomic_load(&g_cupti_seen); }
+
+static int match_cupti(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  const char* name = info->dlpi_name;
+  if (!name || !*name) return 0;
+  const char* base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (strncmp(base, "libcupti.so", 11) != 0) return 0;
+  snprintf((char*)data, PATH_MAX, "%s", name);
+  return 1;
+}
+
+// The real function: next in the global scope, else in the loaded libcupti (a library that was
+// dlopen'ed with RTLD_LOCAL is not in the scope RTLD_NEXT searches).
+static void* real_cupti(const char* name) {
+  void* f = dlsym(RTLD_NEXT, name);
+  if (f) return f;
+  char path[PATH_MAX] = {0};
+  if (!dl_iterate_phdr(match_cupti, path)) return NULL;
+  void* h = real_dlopen()(path, RTLD_NOW | RTLD_NOLOAD);
+  return h ? dlsym(h, name) : NULL;
+}
+
+static void cupti_event(int what) {
+  atomic_fetch_or(&g_cupti_seen, what);
+  bb_cupti_listener l = atomic_load(&g_cupti_listener);
+  if (l) l(what);
+}
+
+enum { kCuptiNotInitialized = 15 };  // CUPTI_ERROR_NOT_INITIALIZED
+
+BB_EXPORT int cuptiActivityRegisterCallbacks(void* request, void* complete) {
+  cupti_event(kCuptiCallbacks);
+  int (*f)(void*, void*) = (int (*)(void*, void*))real_cupti("cuptiActivityRegisterCallbacks");
+  return f ? f(request, complete) : kCuptiNotInitialized;
+}
+
+BB_EXPORT int cuptiActivityRegisterTimestampCallback(void* callback) {
+  cupti_event(kCuptiTimestamps);
+  int (*f)(void*) = (int (*)(void*))real_cupti("cuptiActivityRegisterTimestampCallback");
+  return f ? f(callback) : kCuptiNotInitialized;
+}
+
+BB_EXPORT int cuptiSubscribe(void* subscriber, void* callback, void* userdata) {
+  cupti_event(kCuptiSubscribe);
+  int (*f)(void*, void*, void*) = (int (*)(void*, void*, void*))real_cupti("cuptiSubscribe");
+  return f ? f(subscriber, callback, userdata) : kCuptiNotInitialized;
+}
+
+BB_EXPORT int cuptiSubscribe_v2(void* subscriber, void* callback, void* userdata, void* params) {
+  cupti_event(kCuptiSubscribe);
+  int (*f)(void*, void*, void*, void*) = (int (*)(void*, void*, void*, void*))real_cupti("cuptiSubscribe_v2");
+  return f ? f(subscriber, callback, userdata, params) : kCuptiNotInitialized;
+}
+
+BB_EXPORT int cuptiFinalize(void) {
+  cupti_event(kCuptiFinalize);
+  int (*f)(void) = (int (*)(void))real_cupti("cuptiFinalize");
+  return f ? f() : kCuptiNotInitialized;
+}
+
 __attribute__((constructor)) static void bb_bootstrap_init(void) {
   if (is_disabled()) {
     atomic_store(&g_state, kDone);

@@ -9,7 +9,10 @@
 namespace bb::shim {
 namespace {
 
-bool truthy(const char* v) { return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0; }
+bool truthy(const char* v) {
+  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0 &&
+         std::strcmp(v, "no") != 0;
+}
 
 template <class T>
 void read_number(const Getenv& getenv, const char* name, T min, T max, T& out, Config& c) {
@@ -31,8 +34,8 @@ void read_config_file(const std::string& file, Config& c) {
   YAML::Node root = r.load_file();
   if (root.IsNull()) return;
   if (!root.IsMap()) r.fail(root, "expected a map of settings");
-  r.only_keys(root, {"disable", "trace", "log", "flush_seconds", "max_signatures", "int_ranges", "backend",
-                     "policy", "summary"});
+  r.only_keys(root, {"disable", "trace", "log", "flush_seconds", "max_signatures", "int_ranges", "device_time",
+                     "timeline", "timeline_max_events", "backend", "policy", "summary"});
   c.disabled = r.optional<bool>(root, "disable", c.disabled, "true or false");
   if (YAML::Node t = root["trace"]) {
     if (t.IsScalar() && (t.Scalar() == "off" || t.Scalar() == "false")) {
@@ -51,6 +54,11 @@ void read_config_file(const std::string& file, Config& c) {
   c.max_signatures = r.optional<size_t>(root, "max_signatures", c.max_signatures, "a positive integer");
   if (c.max_signatures == 0) r.fail(root["max_signatures"], "max_signatures must be positive");
   c.int_ranges = r.optional<bool>(root, "int_ranges", c.int_ranges, "true or false");
+  c.device_time = r.optional<bool>(root, "device_time", c.device_time, "true or false");
+  if (YAML::Node t = root["timeline"]) c.timeline = r.path(t, "a timeline file path");
+  c.timeline_max_events =
+      r.optional<size_t>(root, "timeline_max_events", c.timeline_max_events, "a positive integer");
+  if (c.timeline_max_events == 0) r.fail(root["timeline_max_events"], "timeline_max_events must be positive");
   if (YAML::Node b = root["backend"]) c.backend = r.path(b, "a backend folder");
   if (YAML::Node s = root["summary"]) c.summary = r.path(s, "a file path");
   if (YAML::Node p = root["policy"]) {
@@ -93,6 +101,9 @@ Config config_from_env(const Getenv& getenv) {
   read_number<double>(getenv, "BB_FLUSH_SECONDS", 0.0, 86400.0, c.flush_seconds, c);
   read_number<size_t>(getenv, "BB_MAX_SIGNATURES", 1, 100000000, c.max_signatures, c);
   if (const char* v = getenv("BB_INT_RANGES"); v && *v) c.int_ranges = truthy(v);
+  if (const char* v = getenv("BB_DEVICE_TIME"); v && *v) c.device_time = truthy(v);
+  if (const char* v = getenv("BB_TIMELINE"); v && *v) c.timeline = v;
+  read_number<size_t>(getenv, "BB_TIMELINE_MAX_EVENTS", 1, 1000000000, c.timeline_max_events, c);
   if (const char* v = getenv("BB_BACKEND"); v && *v) c.backend = v;
   if (const char* v = getenv("BB_POLICY"); v && *v) {
     c.policy = v;

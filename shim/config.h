@@ -19,6 +19,9 @@ struct Config {
   double flush_seconds = 10.0;   // BB_FLUSH_SECONDS: periodic rewrite; 0 = only at exit/signal
   size_t max_signatures = 100000;  // BB_MAX_SIGNATURES
   bool int_ranges = true;        // BB_INT_RANGES=0 turns value-range sampling off
+  bool device_time = true;       // BB_DEVICE_TIME=0 turns CUPTI device timing off
+  std::string timeline;          // BB_TIMELINE: write a Chrome-trace timeline here at exit; %p pid, %r rank
+  size_t timeline_max_events = 1000000;  // BB_TIMELINE_MAX_EVENTS: per kind (ops, launches, kernels)
   std::string backend;           // BB_BACKEND: route the ops this backend folder provides
   std::string policy;            // BB_POLICY: routing policy file (narrows BB_BACKEND; may name the backend)
   std::string summary;           // BB_SUMMARY: write the routing summary here instead of stderr

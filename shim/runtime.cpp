@@ -48,6 +48,7 @@ void at_exit() {
 
 void in_forked_child() {
   g_writer.store(nullptr);
+  tracer::forget_device_timing();
   tracer::reset_after_fork(/*keep_tracing=*/false);
   restore_signal_handlers();
 }
@@ -81,10 +82,26 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   tracer::TracerOptions options;
   options.max_signatures = cfg.max_signatures;
   options.int_ranges = cfg.int_ranges;
+  tracer::DeviceTimingOptions timing;
+  timing.enabled = cfg.device_time;
+  timing.timeline = !cfg.timeline.empty() && cfg.device_time;
+  timing.timeline_max_events = cfg.timeline_max_events;
+  timing.torch_lib_dir = dir_of(boot.torch_lib);
+  tracer::configure_device_timing(timing);
+  std::string timeline_path;
+  if (timing.timeline) {
+    static PathClaim timeline_claim;
+    std::string note;
+    timeline_path = claim_trace_path(planned_trace_path(cfg.timeline, run.id, current_dir()), run.id.pid,
+                                     timeline_claim, &note);
+    if (!note.empty()) log::warn(note);
+  } else if (!cfg.timeline.empty()) {
+    log::warn("BB_TIMELINE needs device timing; BB_DEVICE_TIME=0 turns both off");
+  }
   tracer::TraceStore* store = tracer::start_tracing(options);
   tracer::install_cuda_support();
 
-  auto* writer = new TraceWriter(store, path, std::move(run));  // never freed: used at exit
+  auto* writer = new TraceWriter(store, path, std::move(run), timeline_path);  // never freed: used at exit
   g_writer.store(writer);
   if (!start_flusher([writer](const std::string& s, bool f) { writer->write(s, f); }, cfg.flush_seconds))
     log::warn("cannot start the background writer; the trace is written at exit only");

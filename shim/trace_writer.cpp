@@ -2,14 +2,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 
 #include "shim/atomic_file.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
+#include "tracer/timeline.h"
 #include "tracer/trace_yaml.h"
 
 namespace bb::shim {
@@ -52,7 +56,80 @@ RunInfo current_run_info(const std::string& torch_version) {
   return r;
 }
 
-trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status) {
+namespace {
+
+std::vector<trace::KernelCount> by_launches(const std::map<std::string, uint64_t>& names) {
+  std::vector<trace::KernelCount> out;
+  for (const auto& [name, n] : names) out.push_back({name, n});
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.launches > b.launches; });
+  return out;
+}
+
+// torch.profiler's names for dtypes in "Input type" (C++ type names).
+std::string profiler_type(const std::string& dtype) {
+  static const std::map<std::string, std::string> names = {
+      {"float32", "float"},       {"float64", "double"},        {"float16", "c10::Half"},
+      {"bfloat16", "c10::BFloat16"}, {"int64", "long int"},      {"int32", "int"},
+      {"int16", "short int"},     {"int8", "signed char"},      {"uint8", "unsigned char"},
+      {"bool", "bool"},           {"complex64", "c10::complex<float>"}, {"complex128", "c10::complex<double>"}};
+  auto it = names.find(dtype);
+  return it == names.end() ? dtype : it->second;
+}
+
+std::string shape_json(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t k = 0; k < shape.size(); ++k) s += (k ? ", " : "") + std::to_string(shape[k]);
+  return s + "]";
+}
+
+devtime::OpLabel label_of(const trace::TraceEntry& e) {
+  devtime::OpLabel l;
+  l.name = trace::base_name(e.op);
+  std::string dims = "[", types = "[";
+  for (size_t k = 0; k < e.args.size(); ++k) {
+    const trace::ArgValue& a = e.args[k];
+    std::string d = "[]", t = "\"\"";
+    if (a.kind == trace::ArgKind::Tensor && !a.tensors.empty() && a.tensors[0]) {
+      d = shape_json(a.tensors[0]->shape);
+      t = "\"" + profiler_type(a.tensors[0]->dtype) + "\"";
+    } else if (a.kind == trace::ArgKind::TensorList || a.kind == trace::ArgKind::OptTensorList) {
+      t = "\"TensorList\"";
+    } else if (a.kind == trace::ArgKind::Int || a.kind == trace::ArgKind::Float || a.kind == trace::ArgKind::Bool ||
+               a.kind == trace::ArgKind::Complex) {
+      t = "\"Scalar\"";
+    } else if (a.kind == trace::ArgKind::IntList || a.kind == trace::ArgKind::FloatList ||
+               a.kind == trace::ArgKind::BoolList) {
+      t = "\"ScalarList\"";
+    }
+    dims += (k ? ", " : "") + d;
+    types += (k ? ", " : "") + t;
+  }
+  l.input_dims = dims + "]";
+  l.input_types = types + "]";
+  return l;
+}
+
+}  // namespace
+
+std::string write_timeline_file(const std::string& path, const tracer::Snapshot& snap,
+                                const devtime::Collector::Timeline& events, const RunInfo& run) {
+  std::map<uint32_t, devtime::OpLabel> labels;
+  for (size_t k = 0; k < snap.entries.size() && k < snap.sigs.size(); ++k)
+    labels.emplace(snap.sigs[k], label_of(snap.entries[k]));
+  devtime::TimelineInfo info;
+  info.pid = run.id.pid;
+  for (const auto& a : run.argv) info.trace_name += (info.trace_name.empty() ? "" : " ") + a;
+  info.label = [&](uint32_t sig) -> const devtime::OpLabel* {
+    auto it = labels.find(sig);
+    return it == labels.end() ? nullptr : &it->second;
+  };
+  std::ostringstream out;
+  devtime::write_timeline(out, events, info);
+  return write_file_atomic(path, out.str());
+}
+
+trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
+                        const tracer::DeviceTimes* times) {
   trace::Trace t;
   t.meta.tool = std::string("bbshim ") + BB_VERSION;
   t.meta.torch = run.torch_version;
@@ -68,22 +145,50 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
   t.meta.calls = snap.calls;
   t.meta.untraced_calls = snap.untraced_calls;
   t.ops = snap.entries;
+  bool cuda = false;
+  for (const auto& d : snap.devices) cuda = cuda || d.rfind("cuda", 0) == 0;
+  if (times && cuda) {
+    for (size_t k = 0; k < t.ops.size() && k < snap.sigs.size(); ++k) {
+      auto it = times->by_signature.find(snap.sigs[k]);
+      if (it == times->by_signature.end()) continue;
+      const devtime::Sketch& s = it->second.per_call;
+      if (s.count() > 0)
+        t.ops[k].device_time = trace::DeviceTime{s.count(), s.total(), s.min(), s.median(), s.max()};
+      t.ops[k].kernels = by_launches(it->second.kernels);
+    }
+    trace::DeviceTiming d;
+    d.status = times->status;
+    d.calls_timed = times->health.calls_timed;
+    d.dropped_records = times->health.dropped;
+    d.unfinished_records = times->health.unfinished;
+    d.incomplete_calls = times->health.calls_incomplete;
+    d.unattributed = times->health.unattributed;
+    d.unattributed_ns = times->health.unattributed_ns;
+    d.unattributed_kernels = by_launches(times->health.unattributed_names);
+    t.meta.device_timing = d;
+  }
   return t;
 }
 
-TraceWriter::TraceWriter(const tracer::TraceStore* store, std::string path, RunInfo run)
-    : store_(store), path_(std::move(path)), run_(std::move(run)) {}
+TraceWriter::TraceWriter(const tracer::TraceStore* store, std::string path, RunInfo run, std::string timeline_path)
+    : store_(store), path_(std::move(path)), run_(std::move(run)), timeline_path_(std::move(timeline_path)) {}
 
 bool TraceWriter::write(const std::string& status, bool final) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_) return true;
   finished_ = final;
   tracer::collect_device_ranges(final);
+  const tracer::DeviceTimes times = tracer::device_times();
   tracer::Snapshot snap = store_->snapshot();
   if (snap.calls == 0 && snap.untraced_calls == 0) return true;  // nothing ran: leave no file
+  if (final && !timeline_path_.empty()) {
+    std::string err = write_timeline_file(timeline_path_, snap, tracer::device_timeline(), run_);
+    if (!err.empty()) log::warn("cannot write the timeline: " + err);
+    else log::debug("wrote the timeline " + timeline_path_);
+  }
   if (!final && status == "running" && snap.calls == last_calls_) return true;
   last_calls_ = snap.calls;
-  std::string err = write_file_atomic(path_, trace::to_yaml(make_trace(snap, run_, status)));
+  std::string err = write_file_atomic(path_, trace::to_yaml(make_trace(snap, run_, status, &times)));
   if (err.empty()) {
     log::debug("wrote " + path_ + " (" + std::to_string(snap.entries.size()) + " signatures, " +
                std::to_string(snap.calls) + " calls, " + status + ")");

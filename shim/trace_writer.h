@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "shim/output_path.h"
+#include "tracer/cuda_support.h"
 #include "tracer/trace_model.h"
 #include "tracer/trace_store.h"
 
@@ -22,12 +23,20 @@ struct RunInfo {
 
 RunInfo current_run_info(const std::string& torch_version);
 
-// Builds the trace for `snap` (devices get their names where the CUDA part knows them).
-trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status);
+// Builds the trace for `snap` (devices get their names where the CUDA part knows them), with device
+// times per entry and the timing's health in meta when `times` is given and a CUDA device was used.
+trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
+                        const tracer::DeviceTimes* times = nullptr);
+
+// Writes the Chrome-trace timeline of the events recorded, labelling ops from `snap`. Returns an error
+// text, empty on success.
+std::string write_timeline_file(const std::string& path, const tracer::Snapshot& snap,
+                                const devtime::Collector::Timeline& events, const RunInfo& run);
 
 class TraceWriter {
  public:
-  TraceWriter(const tracer::TraceStore* store, std::string path, RunInfo run);
+  // `timeline_path`: where the final write also writes the timeline ("" = none).
+  TraceWriter(const tracer::TraceStore* store, std::string path, RunInfo run, std::string timeline_path = "");
 
   // Writes the current counts with meta.status = `status` (running, exited, signal SIGTERM).
   // Skipped when nothing was traced, or for a periodic write when nothing changed. After a `final`
@@ -41,6 +50,7 @@ class TraceWriter {
   const tracer::TraceStore* store_;
   std::string path_;
   RunInfo run_;
+  std::string timeline_path_;
   uint64_t last_calls_ = 0;
   bool finished_ = false;
 };

@@ -24,8 +24,16 @@
 #include <thread>
 #include <vector>
 
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "tracer/device_timer.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
+#ifdef BB_WITH_CUPTI
+#include "tracer/cupti_real.h"
+#endif
 
 namespace bb::tracer {
 namespace {
@@ -142,10 +150,73 @@ void merge(const std::vector<Finished>& done) {
 
 pid_t g_owner_pid = 0;  // the process whose CUDA context the probes use
 
+// ------------------------------------------------------------------ device timing (CUPTI)
+
+DeviceTimingOptions g_timing_options;
+std::atomic<devtime::DeviceTimer*> g_timer{nullptr};  // never freed: used at exit
+
+bool timer_op_start(uint32_t sig) { return g_timer.load(std::memory_order_relaxed)->op_start(sig); }
+void timer_op_end() { g_timer.load(std::memory_order_relaxed)->op_end(); }
+
+// From the preload's CUPTI interposers (shim/bootstrap.c): another client is about to act.
+void on_cupti_event(int what) {
+  devtime::DeviceTimer* t = g_timer.load();
+  if (!t || ::getpid() != g_owner_pid) return;
+  if (what & 2)
+    t->taken_over("another CUPTI client (torch.profiler?) is switching CUPTI's timestamps to its own clock");
+  else if (what & 4)
+    t->taken_over("another CUPTI client finalized CUPTI");
+  else if (what & 1)
+    t->taken_over("torch.profiler (or another CUPTI client) took over CUPTI's activity buffers");
+  else if ((what & 8) && t->uses_callbacks())
+    t->taken_over("torch.profiler (or another CUPTI client) subscribed to CUPTI's callbacks");
+}
+
+// Why not to start: a profiler already holds CUPTI (seen by the interposers, or injected by nsys/ncu).
+std::string cupti_conflict() {
+  if (const char* inj = std::getenv("CUDA_INJECTION64_PATH"); inj && *inj)
+    return std::string("a CUDA profiler (nsys/ncu) is attached (CUDA_INJECTION64_PATH=") + inj + ")";
+  auto seen = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "bbshim_cupti_seen"));
+  if (seen && (seen() & 7) != 0)
+    return "torch.profiler (or another CUPTI client) used CUPTI before this process first used CUDA";
+  return "";
+}
+
+void start_device_timing() {
+  if (!g_timing_options.enabled) return;
+  devtime::CollectorOptions o;
+  o.timeline = g_timing_options.timeline;
+  o.timeline_max_events = g_timing_options.timeline_max_events;
+  std::string why;
+  std::unique_ptr<devtime::CuptiApi> api;
+  std::string conflict = cupti_conflict();
+#ifdef BB_WITH_CUPTI
+  if (conflict.empty()) {
+    devtime::CuptiMode mode = devtime::CuptiMode::Callback;
+    if (const char* m = std::getenv("BB_CUPTI_MODE"); m && *m) {
+      if (!std::strcmp(m, "external-all")) mode = devtime::CuptiMode::ExternalAll;
+      else if (!std::strcmp(m, "kernels-only")) mode = devtime::CuptiMode::KernelsOnly;
+      else if (std::strcmp(m, "callback") != 0)
+        log::warn(std::string("BB_CUPTI_MODE=") + m + " is not callback|external-all|kernels-only; using callback");
+    }
+    api = devtime::make_real_cupti(g_timing_options.torch_lib_dir, mode, o.timeline, &why);
+    if (!api) conflict = why;
+  }
+#else
+  if (conflict.empty()) conflict = "this build has no CUPTI headers";
+#endif
+  auto* timer = new devtime::DeviceTimer(std::move(api), o, [](const std::string& m) { log::warn(m); });
+  if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))
+    listen(&on_cupti_event);
+  g_timer.store(timer);
+  if (timer->start(conflict)) set_op_hooks(&timer_op_start, &timer_op_end);
+}
+
 // Runs at exit before the CUDA runtime's own teardown: last collection, waiting up to 200 ms.
 // Never in a forked child (CUDA cannot be used there) and never twice.
 void drain_before_cuda_exits() {
   if (::getpid() != g_owner_pid || g_closed.load()) return;
+  if (devtime::DeviceTimer* t = g_timer.load()) t->finish();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   for (;;) {
     std::vector<Finished> done;
@@ -170,6 +241,7 @@ void on_device(const std::string& device) {
   std::call_once(registered, [] {
     g_owner_pid = ::getpid();
     std::atexit(&drain_before_cuda_exits);
+    start_device_timing();
   });
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, std::stoi(device.substr(5))) != cudaSuccess) return;
@@ -199,6 +271,24 @@ void collect_device_ranges(bool final) {
     collect_locked(done);
   }
   merge(done);
+}
+
+void configure_device_timing(const DeviceTimingOptions& options) { g_timing_options = options; }
+
+DeviceTimes device_times() {
+  devtime::DeviceTimer* t = g_timer.load();
+  if (!t) return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}};
+  if (::getpid() == g_owner_pid) t->round();
+  return {t->status(), t->collector().by_signature(), t->collector().health()};
+}
+
+devtime::Collector::Timeline device_timeline() {
+  devtime::DeviceTimer* t = g_timer.load();
+  return t ? t->collector().timeline() : devtime::Collector::Timeline{};
+}
+
+void forget_device_timing() {
+  if (devtime::DeviceTimer* t = g_timer.load()) t->forget();
 }
 
 unsigned long dropped_device_ranges() {

@@ -2,7 +2,11 @@
 // stand-ins otherwise (tracer/no_cuda_support.cpp).
 #pragma once
 
+#include <cstddef>
+#include <map>
 #include <string>
+
+#include "tracer/device_time.h"
 
 namespace bb::tracer {
 
@@ -18,5 +22,26 @@ void collect_device_ranges(bool final);
 
 // Range probes dropped because they had not finished when the trace was last written at exit.
 unsigned long dropped_device_ranges();
+
+struct DeviceTimingOptions {
+  bool enabled = true;                   // BB_DEVICE_TIME
+  bool timeline = false;                 // keep events for BB_TIMELINE
+  size_t timeline_max_events = 1000000;  // per kind
+  std::string torch_lib_dir;             // where to look for torch's libcupti when none is loaded
+};
+// Call before install_cuda_support(). Timing starts when an op first uses a CUDA device.
+void configure_device_timing(const DeviceTimingOptions& options);
+
+struct DeviceTimes {
+  std::string status;  // on | off: why | stopped: why
+  std::map<uint32_t, devtime::SignatureTime> by_signature;
+  devtime::Health health;
+};
+// Collects finished records first (not after the final collection at exit).
+DeviceTimes device_times();
+devtime::Collector::Timeline device_timeline();
+
+// In a forked child: CUPTI is never called again (a flush there hung for >15 s).
+void forget_device_timing();
 
 }  // namespace bb::tracer

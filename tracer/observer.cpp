@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "tracer/device_time.h"
 #include "tracer/log.h"
 
 namespace bb::tracer {
@@ -20,6 +21,8 @@ std::atomic<uint32_t> g_generation{1};
 std::atomic<DeviceRangeProbe> g_probe{nullptr};
 std::atomic<uint64_t> g_errors{0};
 std::atomic<void (*)()> g_next_op_task{nullptr};
+std::atomic<OpStartHook> g_start_hook{nullptr};
+std::atomic<OpEndHook> g_end_hook{nullptr};
 TracerOptions g_options;
 
 struct Frame {
@@ -27,6 +30,7 @@ struct Frame {
   Slot* slot;       // null for untraced calls and for records that are not ops
   int prev_op;      // innermost op frame when this one was pushed, -1 if none
   bool had_child;   // an op ran inside this one
+  bool hooked;      // the start hook returned true: the end hook is owed
 };
 
 struct OpCacheEntry {
@@ -134,7 +138,7 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
   }
   const int index = static_cast<int>(s.depth++);
   Frame& f = s.frames[index];
-  f = Frame{&fn, nullptr, s.cur_op, false};
+  f = Frame{&fn, nullptr, s.cur_op, false, false};
   const OpInfo* op = lookup_op(s, fn);
   if (!op) return;
   const bool nested = s.cur_op >= 0;
@@ -144,6 +148,8 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
   auto inputs = fn.inputs();
   if (inputs.size() > op->nargs()) inputs = inputs.slice(inputs.size() - op->nargs());
   Slot* slot = find_or_add(s, *op, inputs);
+  if (OpStartHook hook = g_start_hook.load(std::memory_order_relaxed))
+    f.hooked = hook(slot ? slot->sig : devtime::kNoSignature);
   if (!slot) {
     s.store->add_untraced();
     return;
@@ -163,6 +169,9 @@ void leave(ThreadState& s, const at::RecordFunction& fn) {
   size_t i = s.depth;
   while (i > 0 && s.frames[i - 1].fn != &fn) --i;
   if (i == 0) return;
+  if (OpEndHook hook = g_end_hook.load(std::memory_order_relaxed))
+    for (size_t j = s.depth; j >= i; --j)  // this frame and any left open above it
+      if (s.frames[j - 1].hooked) hook();
   const Frame& f = s.frames[i - 1];
   if (f.slot && f.had_child) bump(f.slot->counters.with_children);
   s.cur_op = f.prev_op;
@@ -226,6 +235,11 @@ void reset_after_fork(bool keep_tracing) {
 }
 
 void set_device_range_probe(DeviceRangeProbe probe) { g_probe.store(probe); }
+
+void set_op_hooks(OpStartHook start, OpEndHook end) {
+  g_end_hook.store(end);
+  g_start_hook.store(start);
+}
 
 void run_on_next_op(void (*task)()) { g_next_op_task.store(task); }
 

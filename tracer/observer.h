@@ -28,6 +28,12 @@ void reset_after_fork(bool keep_tracing);
 
 void set_device_range_probe(DeviceRangeProbe probe);
 
+// Called around each op call (with its signature, or devtime::kNoSignature past the signature
+// limit) once set; `end` runs at the call's end, on its thread, only when `start` returned true.
+using OpStartHook = bool (*)(uint32_t sig);
+using OpEndHook = void (*)();
+void set_op_hooks(OpStartHook start, OpEndHook end);
+
 // Runs `task` once, on the thread of the next traced op call (a cheap way to do deferred work
 // inside the program without a thread of our own).
 void run_on_next_op(void (*task)());

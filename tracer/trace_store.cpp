@@ -166,6 +166,7 @@ Snapshot TraceStore::snapshot() const {
     e.routed = std::min(e.routed, e.count);
     snap.calls += e.count;
     snap.entries.push_back(std::move(e));
+    snap.sigs.push_back(static_cast<uint32_t>(k));
   }
   snap.devices.assign(devices_.begin(), devices_.end());
   snap.untraced_calls = untraced_;

@@ -34,6 +34,7 @@ struct OpInfo {
 
 struct Snapshot {
   std::vector<trace::TraceEntry> entries;  // sorted by op name, then first sighting
+  std::vector<uint32_t> sigs;              // the signature index of each entry
   std::vector<std::string> devices;        // non-CPU devices seen in any signature
   uint64_t calls = 0;
   uint64_t untraced_calls = 0;

@@ -58,6 +58,12 @@ TEST_CASE("settings are read from BB_ variables") {
   CHECK_FALSE(c.int_ranges);
   CHECK_FALSE(config_of({{"BB_DISABLE", "0"}}).disabled);
   CHECK_FALSE(config_of({{"BB_TRACE", "off"}}).trace);
+  CHECK(c.device_time);
+  CHECK(c.timeline.empty());
+  Config d = config_of({{"BB_DEVICE_TIME", "off"}, {"BB_TIMELINE", "/x/tl.json"}, {"BB_TIMELINE_MAX_EVENTS", "5"}});
+  CHECK_FALSE(d.device_time);
+  CHECK(d.timeline == "/x/tl.json");
+  CHECK(d.timeline_max_events == 5);
 }
 
 TEST_CASE("invalid settings fall back to defaults and say so") {
@@ -95,7 +101,8 @@ TEST_CASE("a broken config file is reported with its position and ignored") {
   Config c = config_of({{"BB_CONFIG", dir + "/bb.yaml"}});
   REQUIRE(c.problems.size() == 1);
   CHECK(c.problems[0] == "config error: " + dir + "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
-                         "trace, log, flush_seconds, max_signatures, int_ranges, backend, policy, summary); the file "
+                         "trace, log, flush_seconds, max_signatures, int_ranges, device_time, timeline, timeline_max_events, "
+                          "backend, policy, summary); the file "
                          "is ignored");
   CHECK(c.log_level == bb::log::Level::Warn);  // nothing from the file was used
   std::ofstream(dir + "/bad.yaml") << "log: loud\n";

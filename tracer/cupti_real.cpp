@@ -1,0 +1,456 @@
+// The real CuptiApi: the libcupti that torch already loaded (never a second copy), its functions
+// looked up by dlsym on that library's own handle, so that the preload's interposers of
+// cuptiActivityRegisterCallbacks & co. (shim/bootstrap.c), which watch other CUPTI clients, never see
+// our own calls. Records are decoded into tracer/device_time.h's types in the buffer callbacks.
+#include "tracer/cupti_real.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace bb::devtime {
+namespace {
+
+// The CUPTI functions we call, resolved once.
+struct Fns {
+  CUptiResult (*activityEnable)(CUpti_ActivityKind);
+  CUptiResult (*activityDisable)(CUpti_ActivityKind);
+  CUptiResult (*registerCallbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+  CUptiResult (*enableRuntimeApi)(CUpti_CallbackId, uint8_t);
+  CUptiResult (*enableDriverApi)(CUpti_CallbackId, uint8_t);
+  CUptiResult (*pushExternal)(CUpti_ExternalCorrelationKind, uint64_t);
+  CUptiResult (*popExternal)(CUpti_ExternalCorrelationKind, uint64_t*);
+  CUptiResult (*flushAll)(uint32_t);
+  CUptiResult (*getTimestamp)(uint64_t*);
+  CUptiResult (*getNextRecord)(uint8_t*, size_t, CUpti_Activity**);
+  CUptiResult (*getNumDropped)(CUcontext, uint32_t, size_t*);
+  CUptiResult (*getCallbackName)(CUpti_CallbackDomain, uint32_t, const char**);
+  CUptiResult (*getResultString)(CUptiResult, const char**);
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+  CUptiResult (*enableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+};
+
+// The launch calls: each makes one kernel, copy or set on the device. Callback mode watches these;
+// external-all mode keeps API records for these only.
+constexpr CUpti_CallbackId kRuntimeLaunches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,          CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,                CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,              CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,         CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,                CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,           CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+};
+constexpr CUpti_CallbackId kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,            CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,     CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,     CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,     CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,          CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,         CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
+};
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET};
+constexpr CUpti_ActivityKind kExternalKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                                 CUPTI_ACTIVITY_KIND_DRIVER};
+constexpr size_t kBufferBytes = 8 << 20;
+
+std::atomic<Collector*> g_sink{nullptr};
+Fns g_fns;
+
+// Callback mode: the op stack of this thread, read by the launch callback, and the links it made
+// (launch correlation id -> op id), handed to the collector in batches. A completed buffer's
+// kernels were launched before it completed, so their links are already in some thread's batch:
+// the buffer callback takes all batches before it decodes the buffer.
+constexpr int kMaxDepth = 256;
+constexpr size_t kBatch = 4096;
+struct LinkBatch {
+  std::mutex mu;
+  std::vector<std::pair<uint32_t, uint64_t>> links;
+};
+std::mutex g_batches_mu;
+auto* g_batches = new std::vector<std::shared_ptr<LinkBatch>>();  // never freed: used at exit
+
+struct ThreadOps {
+  uint64_t external[kMaxDepth];
+  int depth = 0;
+  bool in_runtime = false;  // inside a runtime launch: the driver launch it makes is the same launch
+  uint64_t api_start = 0;
+  uint32_t tid = 0;
+  std::shared_ptr<LinkBatch> batch;
+};
+thread_local ThreadOps t_ops;
+
+void hand_over(Collector& sink, std::vector<std::pair<uint32_t, uint64_t>>& links) {
+  if (!links.empty()) sink.add_externals(links);
+  links.clear();
+}
+
+void take_all_batches(Collector& sink) {
+  std::vector<std::pair<uint32_t, uint64_t>> mine;
+  std::lock_guard<std::mutex> lock(g_batches_mu);
+  for (auto& b : *g_batches) {
+    {
+      std::lock_guard<std::mutex> l(b->mu);
+      mine.swap(b->links);
+    }
+    hand_over(sink, mine);
+  }
+}
+
+const char* memcpy_name(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "Memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "Memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "Memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "Memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "Memcpy PtoP";
+    default: return "Memcpy";
+  }
+}
+
+std::string api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
+  static std::mutex mu;
+  static auto* names = new std::unordered_map<uint64_t, std::string>();  // never freed: used at exit
+  const uint64_t key = (static_cast<uint64_t>(domain) << 32) | cbid;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = names->find(key);
+  if (it != names->end()) return it->second;
+  const char* name = nullptr;
+  std::string s = g_fns.getCallbackName && g_fns.getCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name
+                      ? name
+                      : "cbid " + std::to_string(cbid);
+  // CUPTI names carry the API version (cudaLaunchKernel_v7000); torch.profiler shows them without.
+  const auto v = s.rfind("_v");
+  if (v != std::string::npos && v + 2 < s.size() && std::isdigit(static_cast<unsigned char>(s[v + 2])))
+    s.erase(v);
+  return names->emplace(key, s).first->second;
+}
+
+void CUPTIAPI on_buffer_request(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
+  switch (r->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(r);
+      DeviceActivity a;
+      a.kind = ActivityKind::Kernel;
+      a.correlation = k->correlationId;
+      a.start = k->start;
+      a.end = k->end;
+      a.device = k->deviceId;
+      a.stream = k->streamId;
+      a.name = k->name ? k->name : "?";
+      a.grid[0] = k->gridX, a.grid[1] = k->gridY, a.grid[2] = k->gridZ;
+      a.block[0] = k->blockX, a.block[1] = k->blockY, a.block[2] = k->blockZ;
+      sink.add_activity(std::move(a), now);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(r);
+      DeviceActivity a;
+      a.kind = ActivityKind::Memcpy;
+      a.correlation = m->correlationId;
+      a.start = m->start;
+      a.end = m->end;
+      a.device = m->deviceId;
+      a.stream = m->streamId;
+      a.name = memcpy_name(m->copyKind);
+      a.bytes = m->bytes;
+      sink.add_activity(std::move(a), now);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(r);
+      DeviceActivity a;
+      a.kind = ActivityKind::Memset;
+      a.correlation = m->correlationId;
+      a.start = m->start;
+      a.end = m->end;
+      a.device = m->deviceId;
+      a.stream = m->streamId;
+      a.name = "Memset";
+      a.bytes = m->bytes;
+      sink.add_activity(std::move(a), now);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(r);
+      if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) sink.add_external(e->correlationId, e->externalId);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      auto* api = reinterpret_cast<CUpti_ActivityAPI*>(r);
+      ApiCall c;
+      c.correlation = api->correlationId;
+      c.start = api->start;
+      c.end = api->end;
+      c.thread = api->threadId;
+      c.name = api_name(r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                               : CUPTI_CB_DOMAIN_DRIVER_API,
+                        api->cbid);
+      sink.add_api(std::move(c));
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) {
+  Collector* sink = g_sink.load();
+  if (sink) take_all_batches(*sink);
+  if (sink && valid > 0) {
+    uint64_t now = 0;
+    g_fns.getTimestamp(&now);
+    CUpti_Activity* record = nullptr;
+    while (g_fns.getNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) decode(*sink, record, now);
+    size_t dropped = 0;
+    if (g_fns.getNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) sink->add_dropped(dropped);
+    sink->end_round(false);
+  }
+  std::free(buffer);
+}
+
+// Callback mode: a launch on this thread is tagged with the innermost op's id, at the call itself.
+void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  Collector* sink = g_sink.load(std::memory_order_relaxed);
+  if (!sink) return;
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  if (!runtime && t_ops.in_runtime) return;
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    if (runtime) t_ops.in_runtime = true;
+    const int d = t_ops.depth;
+    if (d > 0 && d <= kMaxDepth) {
+      if (!t_ops.batch) {
+        t_ops.batch = std::make_shared<LinkBatch>();
+        t_ops.batch->links.reserve(kBatch);
+        std::lock_guard<std::mutex> lock(g_batches_mu);
+        g_batches->push_back(t_ops.batch);
+      }
+      std::vector<std::pair<uint32_t, uint64_t>> full;
+      {
+        std::lock_guard<std::mutex> lock(t_ops.batch->mu);
+        t_ops.batch->links.emplace_back(cb->correlationId, t_ops.external[d - 1]);
+        if (t_ops.batch->links.size() >= kBatch) full.swap(t_ops.batch->links);
+      }
+      if (!full.empty()) hand_over(*sink, full);
+    }
+    if (timeline) g_fns.getTimestamp(&t_ops.api_start);
+    return;
+  }
+  if (runtime) t_ops.in_runtime = false;
+  if (timeline) {
+    ApiCall c;
+    c.correlation = cb->correlationId;
+    c.start = t_ops.api_start;
+    g_fns.getTimestamp(&c.end);
+    if (!t_ops.tid) t_ops.tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+    c.thread = t_ops.tid;
+    c.name = api_name(domain, cbid);
+    sink->add_api(std::move(c));
+  }
+}
+
+struct FindCupti {
+  std::string path;
+};
+int find_loaded(struct dl_phdr_info* info, size_t, void* data) {
+  const char* name = info->dlpi_name;
+  if (!name || !*name) return 0;
+  const char* base = std::strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (std::strncmp(base, "libcupti.so", 11) != 0) return 0;
+  static_cast<FindCupti*>(data)->path = name;
+  return 1;
+}
+
+class RealCupti : public CuptiApi {
+ public:
+  RealCupti(void* handle, CuptiMode mode, bool timeline) : handle_(handle), mode_(mode), timeline_(timeline) {}
+
+  std::string enable(Collector* sink) override {
+    g_sink.store(sink);
+    if (auto err = call("cuptiActivityRegisterCallbacks",
+                        g_fns.registerCallbacks(&on_buffer_request, &on_buffer_complete));
+        !err.empty())
+      return err;
+    for (CUpti_ActivityKind k : kKinds)
+      if (auto err = call("cuptiActivityEnable(kind " + std::to_string(k) + ")", g_fns.activityEnable(k)); !err.empty())
+        return err;
+    switch (mode_) {
+      case CuptiMode::Callback: {
+        if (auto err = call("cuptiSubscribe", g_fns.subscribe(&subscriber_, &on_launch, timeline_ ? this : nullptr));
+            !err.empty()) {
+          subscriber_ = nullptr;
+          return err;
+        }
+        for (CUpti_CallbackId id : kRuntimeLaunches)
+          if (auto err = call("cuptiEnableCallback(runtime " + std::to_string(id) + ")",
+                              g_fns.enableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, id));
+              !err.empty())
+            return err;
+        for (CUpti_CallbackId id : kDriverLaunches)
+          if (auto err = call("cuptiEnableCallback(driver " + std::to_string(id) + ")",
+                              g_fns.enableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id));
+              !err.empty())
+            return err;
+        return "";
+      }
+      case CuptiMode::ExternalAll: {
+        // Every API record on, then all but the launches off again.
+        for (CUpti_ActivityKind k : kExternalKinds)
+          if (auto err = call("cuptiActivityEnable(kind " + std::to_string(k) + ")", g_fns.activityEnable(k));
+              !err.empty())
+            return err;
+        for (CUpti_CallbackId id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id)
+          if (!launch(kRuntimeLaunches, id)) g_fns.enableRuntimeApi(id, 0);
+        for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id)
+          if (!launch(kDriverLaunches, id)) g_fns.enableDriverApi(id, 0);
+        return "";
+      }
+      case CuptiMode::KernelsOnly:
+        break;
+    }
+    return "";
+  }
+
+  void disable() override {
+    if (subscriber_) {
+      g_fns.unsubscribe(subscriber_);
+      subscriber_ = nullptr;
+    }
+    if (mode_ == CuptiMode::ExternalAll)
+      for (CUpti_ActivityKind k : kExternalKinds) g_fns.activityDisable(k);
+    for (CUpti_ActivityKind k : kKinds) g_fns.activityDisable(k);
+  }
+
+  bool uses_callbacks() const override { return mode_ == CuptiMode::Callback; }
+
+  void push(uint64_t external) override {
+    if (mode_ == CuptiMode::KernelsOnly) return;
+    if (mode_ == CuptiMode::Callback) {
+      if (t_ops.depth < kMaxDepth) t_ops.external[t_ops.depth] = external;
+      ++t_ops.depth;
+      return;
+    }
+    g_fns.pushExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, external);
+  }
+  void pop() override {
+    if (mode_ == CuptiMode::KernelsOnly) return;
+    if (mode_ == CuptiMode::Callback) {
+      if (t_ops.depth > 0) --t_ops.depth;
+      return;
+    }
+    uint64_t last = 0;
+    g_fns.popExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &last);
+  }
+  void flush(bool forced) override { g_fns.flushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0); }
+  uint64_t now() override {
+    uint64_t t = 0;
+    g_fns.getTimestamp(&t);
+    return t;
+  }
+
+ private:
+  template <size_t N>
+  static bool launch(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId id) {
+    for (CUpti_CallbackId x : ids)
+      if (x == id) return true;
+    return false;
+  }
+  // The checked call: names the call and CUPTI's error.
+  static std::string call(const std::string& what, CUptiResult r) {
+    if (r == CUPTI_SUCCESS) return "";
+    const char* text = nullptr;
+    if (!g_fns.getResultString || g_fns.getResultString(r, &text) != CUPTI_SUCCESS || !text) text = "unknown error";
+    return what + " failed: " + text + " (" + std::to_string(r) + ")";
+  }
+  void* handle_;
+  const CuptiMode mode_;
+  const bool timeline_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, CuptiMode mode, bool timeline,
+                                          std::string* why) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  void* h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+  std::string where;
+  if (!h) {
+    FindCupti found;
+    dl_iterate_phdr(&find_loaded, &found);
+    if (!found.path.empty()) h = dlopen(found.path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  }
+  // torch loads CUPTI lazily in some builds: then take the copy its wheel ships, else the system's.
+  for (const std::string& p : {torch_lib_dir + "/../../nvidia/cu13/lib/libcupti.so.13",
+                               torch_lib_dir + "/../../nvidia/cuda_cupti/lib/libcupti.so.13",
+                               std::string("libcupti.so.13")}) {
+    if (h) break;
+    h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
+  if (!h) {
+    *why = "libcupti.so.13 is not loaded and could not be found";
+    return nullptr;
+  }
+  struct Want {
+    const char* name;
+    void** slot;
+  };
+  const Want want[] = {
+      {"cuptiActivityEnable", reinterpret_cast<void**>(&g_fns.activityEnable)},
+      {"cuptiActivityDisable", reinterpret_cast<void**>(&g_fns.activityDisable)},
+      {"cuptiActivityRegisterCallbacks", reinterpret_cast<void**>(&g_fns.registerCallbacks)},
+      {"cuptiActivityEnableRuntimeApi", reinterpret_cast<void**>(&g_fns.enableRuntimeApi)},
+      {"cuptiActivityEnableDriverApi", reinterpret_cast<void**>(&g_fns.enableDriverApi)},
+      {"cuptiActivityPushExternalCorrelationId", reinterpret_cast<void**>(&g_fns.pushExternal)},
+      {"cuptiActivityPopExternalCorrelationId", reinterpret_cast<void**>(&g_fns.popExternal)},
+      {"cuptiActivityFlushAll", reinterpret_cast<void**>(&g_fns.flushAll)},
+      {"cuptiGetTimestamp", reinterpret_cast<void**>(&g_fns.getTimestamp)},
+      {"cuptiActivityGetNextRecord", reinterpret_cast<void**>(&g_fns.getNextRecord)},
+      {"cuptiActivityGetNumDroppedRecords", reinterpret_cast<void**>(&g_fns.getNumDropped)},
+      {"cuptiGetCallbackName", reinterpret_cast<void**>(&g_fns.getCallbackName)},
+      {"cuptiGetResultString", reinterpret_cast<void**>(&g_fns.getResultString)},
+      {"cuptiSubscribe", reinterpret_cast<void**>(&g_fns.subscribe)},
+      {"cuptiUnsubscribe", reinterpret_cast<void**>(&g_fns.unsubscribe)},
+      {"cuptiEnableCallback", reinterpret_cast<void**>(&g_fns.enableCallback)},
+  };
+  for (const Want& w : want) {
+    *w.slot = dlsym(h, w.name);
+    if (!*w.slot) {
+      *why = std::string("this libcupti has no ") + w.name;
+      return nullptr;
+    }
+  }
+  return std::make_unique<RealCupti>(h, mode, timeline);
+}
+
+}  // namespace bb::devtime
