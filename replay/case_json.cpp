@@ -10,13 +10,13 @@ namespace {
 
 nlohmann::json timing(const std::optional<Timing>& t) {
   if (!t) return nullptr;
-  return {t->median, t->q1, t->q3, t->min, t->samples};
+  return {t->median, t->q1, t->q3, t->min, t->samples, t->events_median};
 }
 
 std::optional<Timing> timing(const nlohmann::json& j) {
   if (j.is_null()) return std::nullopt;
   return Timing{j.at(0).get<double>(), j.at(1).get<double>(), j.at(2).get<double>(), j.at(3).get<double>(),
-                j.at(4).get<int>()};
+                j.at(4).get<int>(), j.size() > 5 ? j.at(5).get<double>() : 0.0};
 }
 
 // nlohmann writes NaN and infinities as null; they come back as NaN.

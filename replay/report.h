@@ -22,6 +22,7 @@ struct Timing {
   double q1 = 0, q3 = 0;  // spread: interquartile range
   double min = 0;
   int samples = 0;
+  double events_median = 0;  // CUDA: median of CUDA events around the call (a cross-check; 0 on CPU)
 };
 
 struct CaseResult {

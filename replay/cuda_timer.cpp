@@ -1,0 +1,107 @@
+#include "replay/cuda_timer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tracer/cupti_real.h"
+#include "tracer/device_time.h"
+
+namespace bb::replay {
+namespace {
+
+std::string cuda_error(const char* what, cudaError_t e) {
+  return std::string(what) + " failed: " + cudaGetErrorString(e);
+}
+
+class CuptiCudaTimer : public CudaTimer {
+ public:
+  CuptiCudaTimer() : collector_(options()) {}
+  ~CuptiCudaTimer() override {
+    if (api_) {
+      api_->flush(true);
+      api_->disable();
+    }
+    if (scratch_) cudaFree(scratch_);
+    if (before_) cudaEventDestroy(before_);
+    if (after_) cudaEventDestroy(after_);
+  }
+
+  std::string init(int device, const std::string& torch_lib_dir) {
+    if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return cuda_error("cudaSetDevice", e);
+    cudaDeviceProp prop;
+    if (cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess)
+      return cuda_error("cudaGetDeviceProperties", e);
+    // Writing twice the L2's size evicts whatever the previous run left there.
+    scratch_bytes_ = std::max<size_t>(2 * static_cast<size_t>(prop.l2CacheSize), size_t{64} << 20);
+    if (cudaError_t e = cudaMalloc(&scratch_, scratch_bytes_); e != cudaSuccess) return cuda_error("cudaMalloc", e);
+    if (cudaError_t e = cudaEventCreate(&before_); e != cudaSuccess) return cuda_error("cudaEventCreate", e);
+    if (cudaError_t e = cudaEventCreate(&after_); e != cudaSuccess) return cuda_error("cudaEventCreate", e);
+    std::string why;
+    api_ = devtime::make_real_cupti(torch_lib_dir, devtime::CuptiMode::KernelsOnly, false, &why);
+    if (!api_) return why;
+    collector_.begin(api_->now());
+    if (std::string err = api_->enable(&collector_); !err.empty()) {
+      api_->disable();
+      api_.reset();
+      return err;
+    }
+    return "";
+  }
+
+  CudaSample time(const std::function<void()>& call) override {
+    cudaMemsetAsync(scratch_, static_cast<int>(++flushes_ & 0xff), scratch_bytes_, nullptr);
+    cudaDeviceSynchronize();
+    api_->flush(true);
+    collector_.take_timeline();  // the eviction and anything before it
+    const uint64_t t0 = api_->now();
+    cudaEventRecord(before_, nullptr);
+    call();
+    cudaEventRecord(after_, nullptr);
+    cudaDeviceSynchronize();
+    const uint64_t t1 = api_->now();
+    api_->flush(true);
+    const auto window = collector_.take_timeline();
+    CudaSample s;
+    std::vector<std::pair<uint64_t, uint64_t>> busy;
+    std::set<std::pair<uint32_t, uint32_t>> streams;
+    for (const auto& [a, ext] : window.activities) {
+      if (a.start < t0 || a.end > t1) continue;
+      busy.emplace_back(a.start, a.end);
+      streams.insert({a.device, a.stream});
+    }
+    s.device_us = static_cast<double>(devtime::busy_ns(busy)) / 1000.0;
+    s.activities = static_cast<int>(busy.size());
+    s.streams = static_cast<int>(streams.size());
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, before_, after_) == cudaSuccess) s.events_us = ms * 1000.0;
+    return s;
+  }
+
+ private:
+  static devtime::CollectorOptions options() {
+    devtime::CollectorOptions o;
+    o.attribute = false;
+    o.timeline = true;
+    o.timeline_max_events = 1u << 20;
+    return o;
+  }
+  devtime::Collector collector_;
+  std::unique_ptr<devtime::CuptiApi> api_;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  uint64_t flushes_ = 0;
+  cudaEvent_t before_ = nullptr, after_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<CudaTimer> make_cuda_timer(int device, const std::string& torch_lib_dir, std::string* why) {
+  auto t = std::make_unique<CuptiCudaTimer>();
+  *why = t->init(device, torch_lib_dir);
+  if (!why->empty()) return nullptr;
+  return t;
+}
+
+}  // namespace bb::replay

@@ -1,0 +1,31 @@
+// Device time of one call on CUDA, for bbreplay: CUPTI's kernel, copy and set records from every
+// stream, inside a window where the device is otherwise idle, with the L2 cache evicted before it.
+// CUDA events around the call are the cross-check (they also count launch overhead, so they read
+// longer). Built where CUDA and CUPTI's headers are found; elsewhere make_cuda_timer says why not.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace bb::replay {
+
+struct CudaSample {
+  double device_us = 0;  // busy time of the call's device work, overlaps across streams counted once
+  double events_us = 0;  // CUDA events recorded before and after the call on the legacy default stream
+  int activities = 0;    // kernels, copies and sets seen in the window
+  int streams = 0;       // distinct streams they ran on
+};
+
+class CudaTimer {
+ public:
+  virtual ~CudaTimer() = default;
+  // Runs `call` once, timed. `call` must leave no work running (bbreplay's calls synchronize).
+  virtual CudaSample time(const std::function<void()>& call) = 0;
+};
+
+// Null, with the reason in `why`, when device timing is unavailable. `torch_lib_dir`: where torch's
+// libcupti may be found.
+std::unique_ptr<CudaTimer> make_cuda_timer(int device, const std::string& torch_lib_dir, std::string* why);
+
+}  // namespace bb::replay
