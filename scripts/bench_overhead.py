@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What tracing costs, end to end, in one run.
 
-For each configuration — no preload, preload with BB_DISABLE=1, preload tracing,
+For each configuration — no preload, preload with BB_DISABLE=1, preload tracing (with CUPTI device
+timing on CUDA: the default), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing
+with CUPTI recording kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
 torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
 sample backend under a policy whose condition is false for these calls (tracing off: the cost of
 deciding not to route) — a fresh process measures:
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "traced", "profiler", "route-unmet"]
+CONFIGS = ["none", "disabled", "traced", "shapes-only", "cupti-kernels", "profiler", "route-unmet"]
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
 
@@ -104,11 +106,15 @@ def worker(args):
 
 def run_config(args, config):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
-    if config in ("disabled", "traced", "route-unmet"):
+    if config in ("disabled", "traced", "shapes-only", "cupti-kernels", "route-unmet"):
         env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
         env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
     if config == "disabled":
         env["BB_DISABLE"] = "1"
+    if config == "shapes-only":  # tracing without CUPTI device timing
+        env["BB_DEVICE_TIME"] = "0"
+    if config == "cupti-kernels":  # CUPTI's kernel records without tying them to ops: CUPTI's own share
+        env["BB_CUPTI_MODE"] = "kernels-only"
     if config == "route-unmet":
         policy = os.path.join(args.tmp, "unmet.yaml")
         Path(policy).write_text(UNMET_POLICY)
