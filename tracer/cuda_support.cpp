@@ -14,19 +14,17 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <dlfcn.h>
-
-#include <cstring>
 
 #include "tracer/device_timer.h"
 #include "tracer/log.h"
@@ -158,8 +156,9 @@ std::atomic<devtime::DeviceTimer*> g_timer{nullptr};  // never freed: used at ex
 bool timer_op_start(uint32_t sig) { return g_timer.load(std::memory_order_relaxed)->op_start(sig); }
 void timer_op_end() { g_timer.load(std::memory_order_relaxed)->op_end(); }
 
-// From the preload's CUPTI interposers (shim/bootstrap.c): another client is about to act.
-void on_cupti_event(int what) {
+// From the preload's CUPTI interposers (shim/bootstrap.c): another client is about to act. Called
+// from inside that client's CUPTI call: nothing may escape.
+void on_cupti_event(int what) noexcept try {
   devtime::DeviceTimer* t = g_timer.load();
   if (!t || ::getpid() != g_owner_pid) return;
   if (what & 2)
@@ -170,6 +169,8 @@ void on_cupti_event(int what) {
     t->taken_over("torch.profiler (or another CUPTI client) took over CUPTI's activity buffers");
   else if ((what & 8) && t->uses_callbacks())
     t->taken_over("torch.profiler (or another CUPTI client) subscribed to CUPTI's callbacks");
+} catch (...) {
+  log::warn_once("cupti-event", "internal error while giving CUPTI to another client; device timing may be wrong");
 }
 
 // Why not to start: a profiler already holds CUPTI (seen by the interposers, or injected by nsys/ncu).

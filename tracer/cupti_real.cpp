@@ -221,23 +221,27 @@ void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
   }
 }
 
-void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) {
-  Collector* sink = g_sink.load();
-  if (sink) take_all_batches(*sink);
-  if (sink && valid > 0) {
-    uint64_t now = 0;
-    g_fns.getTimestamp(&now);
-    CUpti_Activity* record = nullptr;
-    while (g_fns.getNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) decode(*sink, record, now);
-    size_t dropped = 0;
-    if (g_fns.getNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) sink->add_dropped(dropped);
-    sink->end_round(false);
+void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t size, size_t valid) noexcept {
+  try {
+    Collector* sink = g_sink.load();
+    if (sink) take_all_batches(*sink);
+    if (sink && valid > 0) {
+      uint64_t now = 0;
+      g_fns.getTimestamp(&now);
+      CUpti_Activity* record = nullptr;
+      while (g_fns.getNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) decode(*sink, record, now);
+      size_t dropped = 0;
+      if (g_fns.getNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) sink->add_dropped(dropped);
+      sink->end_round(false);
+    }
+  } catch (...) {
   }
   std::free(buffer);
 }
 
 // Callback mode: a launch on this thread is tagged with the innermost op's id, at the call itself.
-void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+// CUPTI calls these from C: nothing may escape them (an error loses records, never the program).
+void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept try {
   Collector* sink = g_sink.load(std::memory_order_relaxed);
   if (!sink) return;
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
@@ -275,6 +279,7 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
     c.name = api_name(domain, cbid);
     sink->add_api(std::move(c));
   }
+} catch (...) {
 }
 
 struct FindCupti {

@@ -1,6 +1,9 @@
-// The preload's plumbing that needs no running program: settings, output names, atomic writes.
+// The preload's plumbing that needs no running program: settings, output names, atomic writes, the
+// trace and timeline built from the tracer's data.
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <map>
@@ -10,6 +13,8 @@
 #include "shim/atomic_file.h"
 #include "shim/config.h"
 #include "shim/output_path.h"
+#include "shim/trace_writer.h"
+#include "tracer/device_time.h"
 
 using namespace bb::shim;
 
@@ -157,4 +162,89 @@ TEST_CASE("an atomic write into a missing folder fails with the reason") {
   std::string err = write_file_atomic("/nonexistent-dir/t.yaml", "x");
   CHECK(err.find("cannot create /nonexistent-dir/.t.yaml.tmp.") == 0);
   CHECK(err.find("No such file or directory") != std::string::npos);
+}
+
+TEST_CASE("device times are attached to their entries by signature, with the timing's health in meta") {
+  bb::tracer::Snapshot snap;
+  bb::trace::TraceEntry mm, add;
+  mm.op = "aten::mm";
+  mm.count = 3;
+  bb::trace::ArgValue self;
+  self.name = "self";
+  self.kind = bb::trace::ArgKind::Tensor;
+  bb::trace::TensorMeta m;
+  m.shape = {2, 3};
+  m.device = "cuda:0";
+  self.tensors.emplace_back(m);
+  mm.args = {self, self};
+  add.op = "aten::add.Tensor";
+  add.count = 1;
+  snap.entries = {add, mm};
+  snap.sigs = {7, 2};  // entries are sorted by name; signatures keep their own order
+  snap.devices = {"cuda:0"};
+  bb::tracer::DeviceTimes times;
+  times.status = "on";
+  for (uint64_t ns : {3000, 1000, 2000}) times.by_signature[2].per_call.add(ns);
+  times.by_signature[2].kernels = {{"gemm", 3}, {"Memset", 6}};
+  times.health.calls_timed = 3;
+  times.health.unattributed = 1;
+  times.health.unattributed_names = {{"triton_x", 1}};
+  RunInfo run;
+  auto t = make_trace(snap, run, "exited", &times);
+  REQUIRE(t.ops[1].device_time);
+  const bb::trace::DeviceTime want{3, 6000, 1000, 2000, 3000};
+  CHECK(*t.ops[1].device_time == want);
+  REQUIRE(t.ops[1].kernels.size() == 2);
+  const bb::trace::KernelCount memset{"Memset", 6};
+  CHECK(t.ops[1].kernels[0] == memset);  // most launches first
+  CHECK_FALSE(t.ops[0].device_time);
+  REQUIRE(t.meta.device_timing);
+  CHECK(t.meta.device_timing->status == "on");
+  const std::vector<bb::trace::KernelCount> triton{{"triton_x", 1}};
+  CHECK(t.meta.device_timing->unattributed_kernels == triton);
+  snap.devices.clear();  // a CPU-only run says nothing about device timing
+  CHECK_FALSE(make_trace(snap, run, "exited", &times).meta.device_timing);
+}
+
+TEST_CASE("the timeline labels op calls with torch.profiler's names, dims and types") {
+  bb::tracer::Snapshot snap;
+  bb::trace::TraceEntry mm;
+  mm.op = "aten::mm";
+  mm.count = 1;
+  bb::trace::ArgValue self;
+  self.name = "self";
+  self.kind = bb::trace::ArgKind::Tensor;
+  bb::trace::TensorMeta m;
+  m.dtype = "bfloat16";
+  m.shape = {2, 3};
+  self.tensors.emplace_back(m);
+  bb::trace::ArgValue alpha;
+  alpha.kind = bb::trace::ArgKind::Float;
+  mm.args = {self, alpha};
+  snap.entries = {mm};
+  snap.sigs = {4};
+  bb::devtime::Collector::Timeline events;
+  bb::devtime::OpEvent op;
+  op.external = bb::devtime::make_external_id(4, 9);
+  op.thread = 77;
+  op.start = 1000;
+  op.end = 3000;
+  events.ops.push_back(op);
+  RunInfo run;
+  run.id.pid = 55;
+  run.argv = {"python3", "x.py"};
+  const std::string path = temp_dir() + "/tl.json";
+  REQUIRE(write_timeline_file(path, snap, events, run).empty());
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in);
+  CHECK(j["traceName"] == "python3 x.py");
+  const auto& e = j["traceEvents"][0];
+  CHECK(e["name"] == "aten::mm");
+  CHECK(e["cat"] == "cpu_op");
+  CHECK(e["pid"] == 55);
+  CHECK(e["tid"] == 77);
+  CHECK(e["dur"].get<double>() == Approx(2.0));
+  CHECK(e["args"]["External id"] == 9);
+  CHECK(e["args"]["Input Dims"] == nlohmann::json::parse("[[2, 3], []]"));
+  CHECK(e["args"]["Input type"] == nlohmann::json::parse(R"(["c10::BFloat16", "Scalar"])"));
 }
