@@ -2,7 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <mutex>
 #include <set>
 
 #include "tracer/cupti_real.h"
@@ -39,7 +43,7 @@ class CuptiCudaTimer : public CudaTimer {
     if (cudaError_t e = cudaEventCreate(&before_); e != cudaSuccess) return cuda_error("cudaEventCreate", e);
     if (cudaError_t e = cudaEventCreate(&after_); e != cudaSuccess) return cuda_error("cudaEventCreate", e);
     std::string why;
-    api_ = devtime::make_real_cupti(torch_lib_dir, devtime::CuptiMode::KernelsOnly, false, &why);
+    api_ = devtime::make_real_cupti(torch_lib_dir, devtime::CuptiMode::Watch, false, &why, &on_call, this);
     if (!api_) return why;
     collector_.begin(api_->now());
     if (std::string err = api_->enable(&collector_); !err.empty()) {
@@ -47,39 +51,84 @@ class CuptiCudaTimer : public CudaTimer {
       api_.reset();
       return err;
     }
+    measure_bandwidth();
     return "";
   }
+
+  double copy_bandwidth() const override { return bandwidth_; }
 
   CudaSample time(const std::function<void()>& call) override {
     cudaMemsetAsync(scratch_, static_cast<int>(++flushes_ & 0xff), scratch_bytes_, nullptr);
     cudaDeviceSynchronize();
     api_->flush(true);
     collector_.take_timeline();  // the eviction and anything before it
-    const uint64_t t0 = api_->now();
+    Window w;
+    w.caller_thread = static_cast<uint32_t>(::syscall(SYS_gettid));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls_.clear();
+      watching_ = true;
+    }
+    w.t0 = api_->now();
     cudaEventRecord(before_, nullptr);
     call();
+    w.t_return = api_->now();
     cudaEventRecord(after_, nullptr);
-    cudaDeviceSynchronize();
-    const uint64_t t1 = api_->now();
+    cudaEventSynchronize(after_);  // the caller's (legacy default) stream is done
+    w.t_joined = api_->now();
+    cudaDeviceSynchronize();       // and now everything else
+    w.t1 = api_->now();
     api_->flush(true);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      watching_ = false;
+      for (const auto& c : calls_) {
+        if (c.time < w.t0) continue;
+        if (c.launch) w.launches.push_back({c.time, c.thread});
+        else w.environment.push_back(c.name);
+      }
+    }
     const auto window = collector_.take_timeline();
     CudaSample s;
     std::vector<std::pair<uint64_t, uint64_t>> busy;
     std::set<std::pair<uint32_t, uint32_t>> streams;
     for (const auto& [a, ext] : window.activities) {
-      if (a.start < t0 || a.end > t1) continue;
+      if (a.start < w.t0) continue;
       busy.emplace_back(a.start, a.end);
       streams.insert({a.device, a.stream});
+      w.activities.push_back({a.start, a.end, a.stream, devtime::demangle(a.name)});
     }
     s.device_us = static_cast<double>(devtime::busy_ns(busy)) / 1000.0;
     s.activities = static_cast<int>(busy.size());
     s.streams = static_cast<int>(streams.size());
+    s.findings = inspect(w);
     float ms = 0;
     if (cudaEventElapsedTime(&ms, before_, after_) == cudaSuccess) s.events_us = ms * 1000.0;
     return s;
   }
 
  private:
+  static void on_call(const devtime::WatchedCall& c, void* self) {
+    auto* t = static_cast<CuptiCudaTimer*>(self);
+    std::lock_guard<std::mutex> lock(t->mu_);
+    if (t->watching_ && t->calls_.size() < 100000) t->calls_.push_back(c);
+  }
+
+  // Best of ten device-to-device copies of 512 MB (read and write: 1 GB moved), timed by CUPTI.
+  void measure_bandwidth() {
+    void* big = nullptr;
+    const size_t half = size_t{512} << 20;
+    if (cudaMalloc(&big, 2 * half) != cudaSuccess) return;
+    char* p = static_cast<char*>(big);
+    double best = 0;
+    for (int k = 0; k < 10; ++k) {
+      CudaSample s = time([&] { cudaMemcpyAsync(p + half, p, half, cudaMemcpyDeviceToDevice, nullptr); });
+      if (s.device_us > 0) best = std::max(best, 2.0 * static_cast<double>(half) / s.device_us);
+    }
+    cudaFree(big);
+    bandwidth_ = best;
+  }
+
   static devtime::CollectorOptions options() {
     devtime::CollectorOptions o;
     o.attribute = false;
@@ -93,6 +142,10 @@ class CuptiCudaTimer : public CudaTimer {
   size_t scratch_bytes_ = 0;
   uint64_t flushes_ = 0;
   cudaEvent_t before_ = nullptr, after_ = nullptr;
+  double bandwidth_ = 0;  // bytes per µs
+  std::mutex mu_;
+  bool watching_ = false;
+  std::vector<devtime::WatchedCall> calls_;
 };
 
 }  // namespace

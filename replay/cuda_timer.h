@@ -1,12 +1,16 @@
 // Device time of one call on CUDA, for bbreplay: CUPTI's kernel, copy and set records from every
 // stream, inside a window where the device is otherwise idle, with the L2 cache evicted before it.
 // CUDA events around the call are the cross-check (they also count launch overhead, so they read
-// longer). Built where CUDA and CUPTI's headers are found; elsewhere make_cuda_timer says why not.
+// longer). CUPTI's callbacks on launches and on environment-changing calls feed the integrity checks
+// (replay/cuda_checks.h). Built where CUDA and CUPTI's headers are found; elsewhere make_cuda_timer
+// says why not.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "replay/cuda_checks.h"
 
 namespace bb::replay {
 
@@ -15,13 +19,16 @@ struct CudaSample {
   double events_us = 0;  // CUDA events recorded before and after the call on the legacy default stream
   int activities = 0;    // kernels, copies and sets seen in the window
   int streams = 0;       // distinct streams they ran on
+  Findings findings;     // integrity: escaped work, environment changes, vendor-library kernels
 };
 
 class CudaTimer {
  public:
   virtual ~CudaTimer() = default;
-  // Runs `call` once, timed. `call` must leave no work running (bbreplay's calls synchronize).
+  // Runs `call` once, timed. `call` must not synchronize: the timer finds out what it left running.
   virtual CudaSample time(const std::function<void()>& call) = 0;
+  // Bytes per µs a device-to-device copy reaches on this device (measured once; 0 if unknown).
+  virtual double copy_bandwidth() const = 0;
 };
 
 // Null, with the reason in `why`, when device timing is unavailable. `torch_lib_dir`: where torch's

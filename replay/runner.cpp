@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <set>
+#include <sstream>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -86,8 +88,9 @@ class NativeCallWatch {
 // Runs native (kernel == null) or the kernel under test on `args`, which the call may write. `timed`:
 // native is entered at its backend kernel, as the kernel under test is (the dispatcher's autograd
 // and view layers would otherwise be charged to native alone), and nothing watches the kernel.
+// `sync` false: return as soon as the call returns (the CUDA timer finds out what it left running).
 Values call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
-            c10::Device device, std::string* native_call = nullptr, bool timed = false) {
+            c10::Device device, std::string* native_call = nullptr, bool timed = false, bool sync = true) {
   torch::jit::Stack stack(args.begin(), args.end());
   const c10::DispatchKeySet backend(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
   if (kernel) {
@@ -100,7 +103,7 @@ Values call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel,
   } else {
     op.callBoxed(&stack);
   }
-  synchronize(device);
+  if (sync) synchronize(device);
   return results(op, args, stack);
 }
 
@@ -224,6 +227,12 @@ CudaTimer* cuda_timer(const c10::Device& device, std::string* why) {
 std::string compare(const c10::OperatorHandle& op, const Values& inputs, const Values& native, const Values& generated,
                     const RunOptions& o, CaseResult& r);
 
+// An integrity flag raised while timing (CUDA: escaped work, environment changes, library kernels).
+struct TimedFlag : std::runtime_error {
+  TimedFlag(std::string flag, const std::string& what) : std::runtime_error(what), flag(std::move(flag)) {}
+  std::string flag;
+};
+
 // A timed repetition whose result did not match native's on the same inputs. `cached`: it was bitwise
 // the kernel's result for other inputs.
 struct RepetitionMismatch : std::runtime_error {
@@ -243,6 +252,7 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     if (o.check) expected.push_back(call(bound.op, nullptr, copies(pool.back()), o.device));
   }
   std::vector<double> native, generated, native_events, generated_events;
+  Findings native_findings, generated_findings;
   std::string why_not;
   CudaTimer* timer = o.device.is_cuda() ? cuda_timer(o.device, &why_not) : nullptr;
   if (o.device.is_cuda() && !timer) throw std::runtime_error("no device timing: " + why_not);
@@ -250,9 +260,13 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     Values args = copies(inputs);
     Values result;
     if (timer) {
-      CudaSample s = timer->time([&] { result = call(bound.op, which, args, o.device, nullptr, true); });
+      CudaSample s = timer->time([&] { result = call(bound.op, which, args, o.device, nullptr, true, false); });
       out.push_back(s.device_us);
       (which ? generated_events : native_events).push_back(s.events_us);
+      Findings& seen = &out == &native ? native_findings : generated_findings;
+      if (seen.escaping.empty()) seen.escaping = s.findings.escaping;
+      if (seen.tampering.empty()) seen.tampering = s.findings.tampering;
+      if (seen.library.empty()) seen.library = s.findings.library;
       return result;
     }
     evict(args);
@@ -297,7 +311,29 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (rep >= 4 && spent > o.budget_seconds) break;
   }
+  // A kernel is accused only of what native itself does not do here; native against native (the
+  // self-check) is accused of anything, so that a check that fires on honest work shows there.
+  const Findings& n = native_findings;
+  const Findings& g = generated_findings;
+  if (!g.escaping.empty() && (!kernel || n.escaping.empty())) throw TimedFlag("escaping-work", g.escaping);
+  if (!g.tampering.empty() && (!kernel || n.tampering.empty()))
+    throw TimedFlag("environment-tampering", g.tampering);
+  if (kernel && !g.library.empty())
+    throw TimedFlag("native-call", g.library + ": a vendor library did the work of the op the kernel implements");
   return {summarize(native, native_events), summarize(generated, generated_events)};
+}
+
+// Bytes of the results' storage: what the call must at least write.
+double result_bytes(const Values& results) {
+  double bytes = 0;
+  std::set<const void*> seen;
+  for (const auto& v : results) {
+    if (!v.isTensor()) continue;
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined() || !t.has_storage() || !seen.insert(t.storage().data()).second) continue;
+    bytes += static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
+  }
+  return bytes;
 }
 
 policy::Tolerance tolerance(const RunOptions& o, const std::string& op, c10::ScalarType t) {
@@ -547,6 +583,22 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
       auto [n, g] = time_both(*bound, variant, kernel, o, r);
       r.native = n;
       r.generated = g;
+      // Faster than writing its results at the copy bandwidth this device reached: not to be trusted.
+      std::string no_timer;
+      if (CudaTimer* timer = o.device.is_cuda() && kernel ? cuda_timer(o.device, &no_timer) : nullptr) {
+        const double bytes = result_bytes(generated);
+        const double floor_us = speed_of_light_us(bytes, timer->copy_bandwidth());
+        if (bytes >= (1 << 20) && g.median < 0.8 * floor_us) {
+          r.flags.push_back("impossible-speed");
+          std::ostringstream m;
+          m << "the kernel's median " << g.median << " us is below the " << floor_us << " us it takes to write its "
+            << bytes / 1e6 << " MB of results at this device's measured copy bandwidth";
+          return with_status(r, Status::Failed, m.str());
+        }
+      }
+    } catch (const TimedFlag& e) {
+      r.flags.push_back(e.flag);
+      return with_status(r, Status::Failed, e.what());
     } catch (const RepetitionMismatch& e) {
       if (e.cached) r.flags.push_back("cached-result");
       return with_status(r, Status::Failed, e.what());

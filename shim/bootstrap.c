@@ -216,16 +216,30 @@ static int match_cupti(struct dl_phdr_info* info, size_t size, void* data) {
   return 1;
 }
 
-// The real function: next in the global scope, else in the loaded libcupti (a library that was
-// dlopen'ed with RTLD_LOCAL is not in the scope RTLD_NEXT searches).
-static void* real_cupti(const char* name) {
+// The real function, as the caller would have bound it without us: looked up from the caller's own
+// object (dlsym on its handle searches it and its dependencies, where its libcupti is, even when
+// that was loaded with RTLD_LOCAL); else the next definition in the global scope; else the loaded
+// libcupti. `self` is our wrapper, never an answer.
+static void* real_cupti(const char* name, const void* caller, const void* self) {
+  Dl_info info;
+  if (caller && dladdr(caller, &info) && info.dli_fname && *info.dli_fname) {
+    void* h = real_dlopen()(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    if (h) {
+      void* f = dlsym(h, name);
+      dlclose(h);
+      if (f && f != self) return f;
+    }
+  }
   void* f = dlsym(RTLD_NEXT, name);
-  if (f) return f;
+  if (f && f != self) return f;
   char path[PATH_MAX] = {0};
   if (!dl_iterate_phdr(match_cupti, path)) return NULL;
   void* h = real_dlopen()(path, RTLD_NOW | RTLD_NOLOAD);
-  return h ? dlsym(h, name) : NULL;
+  f = h ? dlsym(h, name) : NULL;
+  return f != self ? f : NULL;
 }
+
+#define BB_CALLER __builtin_extract_return_addr(__builtin_return_address(0))
 
 static void cupti_event(int what) {
   atomic_fetch_or(&g_cupti_seen, what);
@@ -237,31 +251,35 @@ enum { kCuptiNotInitialized = 15 };  // CUPTI_ERROR_NOT_INITIALIZED
 
 BB_EXPORT int cuptiActivityRegisterCallbacks(void* request, void* complete) {
   cupti_event(kCuptiCallbacks);
-  int (*f)(void*, void*) = (int (*)(void*, void*))real_cupti("cuptiActivityRegisterCallbacks");
+  int (*f)(void*, void*) =
+      (int (*)(void*, void*))real_cupti("cuptiActivityRegisterCallbacks", BB_CALLER, (void*)&cuptiActivityRegisterCallbacks);
   return f ? f(request, complete) : kCuptiNotInitialized;
 }
 
 BB_EXPORT int cuptiActivityRegisterTimestampCallback(void* callback) {
   cupti_event(kCuptiTimestamps);
-  int (*f)(void*) = (int (*)(void*))real_cupti("cuptiActivityRegisterTimestampCallback");
+  int (*f)(void*) = (int (*)(void*))real_cupti("cuptiActivityRegisterTimestampCallback", BB_CALLER,
+                                                (void*)&cuptiActivityRegisterTimestampCallback);
   return f ? f(callback) : kCuptiNotInitialized;
 }
 
 BB_EXPORT int cuptiSubscribe(void* subscriber, void* callback, void* userdata) {
   cupti_event(kCuptiSubscribe);
-  int (*f)(void*, void*, void*) = (int (*)(void*, void*, void*))real_cupti("cuptiSubscribe");
+  int (*f)(void*, void*, void*) =
+      (int (*)(void*, void*, void*))real_cupti("cuptiSubscribe", BB_CALLER, (void*)&cuptiSubscribe);
   return f ? f(subscriber, callback, userdata) : kCuptiNotInitialized;
 }
 
 BB_EXPORT int cuptiSubscribe_v2(void* subscriber, void* callback, void* userdata, void* params) {
   cupti_event(kCuptiSubscribe);
-  int (*f)(void*, void*, void*, void*) = (int (*)(void*, void*, void*, void*))real_cupti("cuptiSubscribe_v2");
+  int (*f)(void*, void*, void*, void*) =
+      (int (*)(void*, void*, void*, void*))real_cupti("cuptiSubscribe_v2", BB_CALLER, (void*)&cuptiSubscribe_v2);
   return f ? f(subscriber, callback, userdata, params) : kCuptiNotInitialized;
 }
 
 BB_EXPORT int cuptiFinalize(void) {
   cupti_event(kCuptiFinalize);
-  int (*f)(void) = (int (*)(void))real_cupti("cuptiFinalize");
+  int (*f)(void) = (int (*)(void))real_cupti("cuptiFinalize", BB_CALLER, (void*)&cuptiFinalize);
   return f ? f() : kCuptiNotInitialized;
 }
 

@@ -67,6 +67,20 @@ constexpr CUpti_CallbackId kDriverLaunches[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,          CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,         CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
 };
+// Calls that change what a kernel's timing depends on: limits, L2 persistence, cache and shared-memory
+// configuration, stream attributes (access policy windows), the device itself.
+constexpr CUpti_CallbackId kRuntimeEnvironment[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020,          CUPTI_RUNTIME_TRACE_CBID_cudaThreadSetLimit_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetCacheConfig_v3020,    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetSharedMemConfig_v4020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaCtxResetPersistingL2Cache_v11000, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSetAttribute_v11000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSetAttribute_ptsz_v11000, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetMemPool_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020,             CUPTI_RUNTIME_TRACE_CBID_cudaSetDeviceFlags_v3020,
+};
+constexpr CUpti_CallbackId kDriverEnvironment[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSetLimit,        CUPTI_DRIVER_TRACE_CBID_cuCtxSetCacheConfig,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxResetPersistingL2Cache, CUPTI_DRIVER_TRACE_CBID_cuStreamSetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSetAttribute_ptsz,
+};
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET};
 constexpr CUpti_ActivityKind kExternalKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
@@ -282,6 +296,42 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
 } catch (...) {
 }
 
+// Watch mode: every watched call, at its entry, to the listener. Driver launches made inside a runtime
+// launch are that launch.
+struct Watcher {
+  CallListener listener;
+  void* user;
+};
+
+template <size_t N>
+bool listed(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId id) {
+  for (CUpti_CallbackId x : ids)
+    if (x == id) return true;
+  return false;
+}
+
+void CUPTIAPI on_watched(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept try {
+  const auto* w = static_cast<const Watcher*>(user);
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  const bool launch = runtime ? listed(kRuntimeLaunches, cbid) : listed(kDriverLaunches, cbid);
+  if (launch && !runtime && t_ops.in_runtime) return;
+  if (cb->callbackSite != CUPTI_API_ENTER) {
+    if (launch && runtime) t_ops.in_runtime = false;
+    return;
+  }
+  if (launch && runtime) t_ops.in_runtime = true;
+  WatchedCall c;
+  c.launch = launch;
+  if (!launch) c.name = api_name(domain, cbid);
+  c.correlation = cb->correlationId;
+  if (!t_ops.tid) t_ops.tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  c.thread = t_ops.tid;
+  g_fns.getTimestamp(&c.time);
+  w->listener(c, w->user);
+} catch (...) {
+}
+
 struct FindCupti {
   std::string path;
 };
@@ -297,7 +347,8 @@ int find_loaded(struct dl_phdr_info* info, size_t, void* data) {
 
 class RealCupti : public CuptiApi {
  public:
-  RealCupti(void* handle, CuptiMode mode, bool timeline) : handle_(handle), mode_(mode), timeline_(timeline) {}
+  RealCupti(void* handle, CuptiMode mode, bool timeline, CallListener listener, void* user)
+      : handle_(handle), mode_(mode), timeline_(timeline), watcher_{listener, user} {}
 
   std::string enable(Collector* sink) override {
     g_sink.store(sink);
@@ -334,9 +385,28 @@ class RealCupti : public CuptiApi {
               !err.empty())
             return err;
         for (CUpti_CallbackId id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id)
-          if (!launch(kRuntimeLaunches, id)) g_fns.enableRuntimeApi(id, 0);
+          if (!listed(kRuntimeLaunches, id)) g_fns.enableRuntimeApi(id, 0);
         for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id)
-          if (!launch(kDriverLaunches, id)) g_fns.enableDriverApi(id, 0);
+          if (!listed(kDriverLaunches, id)) g_fns.enableDriverApi(id, 0);
+        return "";
+      }
+      case CuptiMode::Watch: {
+        if (!watcher_.listener) return "Watch mode needs a listener";
+        if (auto err = call("cuptiSubscribe", g_fns.subscribe(&subscriber_, &on_watched, &watcher_)); !err.empty()) {
+          subscriber_ = nullptr;
+          return err;
+        }
+        auto on = [&](CUpti_CallbackDomain d, CUpti_CallbackId id) {
+          return call("cuptiEnableCallback(" + std::to_string(id) + ")", g_fns.enableCallback(1, subscriber_, d, id));
+        };
+        for (CUpti_CallbackId id : kRuntimeLaunches)
+          if (auto err = on(CUPTI_CB_DOMAIN_RUNTIME_API, id); !err.empty()) return err;
+        for (CUpti_CallbackId id : kRuntimeEnvironment)
+          if (auto err = on(CUPTI_CB_DOMAIN_RUNTIME_API, id); !err.empty()) return err;
+        for (CUpti_CallbackId id : kDriverLaunches)
+          if (auto err = on(CUPTI_CB_DOMAIN_DRIVER_API, id); !err.empty()) return err;
+        for (CUpti_CallbackId id : kDriverEnvironment)
+          if (auto err = on(CUPTI_CB_DOMAIN_DRIVER_API, id); !err.empty()) return err;
         return "";
       }
       case CuptiMode::KernelsOnly:
@@ -358,7 +428,7 @@ class RealCupti : public CuptiApi {
   bool uses_callbacks() const override { return mode_ == CuptiMode::Callback; }
 
   void push(uint64_t external) override {
-    if (mode_ == CuptiMode::KernelsOnly) return;
+    if (mode_ == CuptiMode::KernelsOnly || mode_ == CuptiMode::Watch) return;
     if (mode_ == CuptiMode::Callback) {
       if (t_ops.depth < kMaxDepth) t_ops.external[t_ops.depth] = external;
       ++t_ops.depth;
@@ -367,7 +437,7 @@ class RealCupti : public CuptiApi {
     g_fns.pushExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, external);
   }
   void pop() override {
-    if (mode_ == CuptiMode::KernelsOnly) return;
+    if (mode_ == CuptiMode::KernelsOnly || mode_ == CuptiMode::Watch) return;
     if (mode_ == CuptiMode::Callback) {
       if (t_ops.depth > 0) --t_ops.depth;
       return;
@@ -383,12 +453,6 @@ class RealCupti : public CuptiApi {
   }
 
  private:
-  template <size_t N>
-  static bool launch(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId id) {
-    for (CUpti_CallbackId x : ids)
-      if (x == id) return true;
-    return false;
-  }
   // The checked call: names the call and CUPTI's error.
   static std::string call(const std::string& what, CUptiResult r) {
     if (r == CUPTI_SUCCESS) return "";
@@ -399,13 +463,14 @@ class RealCupti : public CuptiApi {
   void* handle_;
   const CuptiMode mode_;
   const bool timeline_;
+  Watcher watcher_;
   CUpti_SubscriberHandle subscriber_ = nullptr;
 };
 
 }  // namespace
 
 std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, CuptiMode mode, bool timeline,
-                                          std::string* why) {
+                                          std::string* why, CallListener listener, void* user) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   void* h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
@@ -455,7 +520,7 @@ std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, Cupt
       return nullptr;
     }
   }
-  return std::make_unique<RealCupti>(h, mode, timeline);
+  return std::make_unique<RealCupti>(h, mode, timeline, listener, user);
 }
 
 }  // namespace bb::devtime

@@ -17,11 +17,25 @@ namespace bb::devtime {
 //                launch calls per callback id produced no API records, hence no correlation).
 //                Several times the cost per op; kept for comparison.
 //   KernelsOnly  device records only, nothing attributed: what CUPTI's tracing itself costs.
-enum class CuptiMode { Callback, ExternalAll, KernelsOnly };
+//   Watch        device records, plus every launch call and every call that changes the device's
+//                environment (limits, L2 persistence, cache config, stream attributes) reported to a
+//                listener as it is made: bbreplay's integrity checks.
+enum class CuptiMode { Callback, ExternalAll, KernelsOnly, Watch };
+
+// A call seen in Watch mode, at its entry.
+struct WatchedCall {
+  bool launch = false;      // a kernel launch, copy or set; otherwise an environment change
+  std::string name;         // environment changes only: cudaDeviceSetLimit, cuStreamSetAttribute, ...
+  uint32_t correlation = 0;
+  uint32_t thread = 0;      // gettid() of the calling thread
+  uint64_t time = 0;        // CUPTI's clock
+};
+using CallListener = void (*)(const WatchedCall& call, void* user);
 
 // Null, with the reason in `why`, when no usable libcupti is found. `torch_lib_dir` is searched for the
 // copy torch's wheel ships when none is loaded yet.
+// `listener`: Watch mode only (called from the calling thread; must not throw).
 std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, CuptiMode mode, bool timeline,
-                                          std::string* why);
+                                          std::string* why, CallListener listener = nullptr, void* user = nullptr);
 
 }  // namespace bb::devtime

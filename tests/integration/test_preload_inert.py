@@ -54,6 +54,16 @@ class Inert(TempDirTest):
         r = self.assert_untouched([BUILD / "bin" / "bb_test_dlopen_runpath", runpath / "libbb_test_loader.so"])
         self.assertEqual(r.stdout, "target loaded\n")
 
+    def test_cupti_wrappers_forward_to_the_callers_libcupti(self):
+        # A library that links its own libcupti, loaded RTLD_LOCAL (as torch's is): every wrapped
+        # CUPTI call must still reach that libcupti and return its answer; the preload notes each kind.
+        client = BUILD / "tests" / "cupti_fake" / "libbb_test_cupti_client.so"
+        cmd = [BUILD / "bin" / "bb_test_cupti_wrappers", client]
+        plain = run(cmd, base_env(), cwd=self.dir)
+        pre = run(cmd, preload_env(), cwd=self.dir)
+        self.assertEqual((plain.returncode, plain.stdout), (0, "4201 4202 4203 4204 4205 seen -1\n"), plain.stderr)
+        self.assertEqual((pre.returncode, pre.stdout, pre.stderr), (0, "4201 4202 4203 4204 4205 seen 15\n", ""))
+
     def test_preload_has_no_torch_or_cxx_dependency(self):
         deps = run(["ldd", PRELOAD], base_env()).stdout
         for lib in ("libtorch", "libc10", "libstdc++", "libyaml"):

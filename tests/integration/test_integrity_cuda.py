@@ -1,0 +1,79 @@
+"""Integrity on CUDA: each cheating kernel in tests/cheats/cuda/ is flagged by bbreplay's timed CUDA
+replay with its cheat's name; native itself and backends/cuda_example are not. Skipped (exit 77)
+where there is no GPU."""
+import json
+import shutil
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from support import BUILD, PYTHON, ROOT, base_env, cuda_available, preload_env, run
+
+BBREPLAY = BUILD / "bin" / "bbreplay"
+CHEATS = ROOT / "tests" / "cheats" / "cuda"
+PROGRAM = """
+import torch
+torch.manual_seed(0)
+torch.relu(torch.randn(1024, 1024, device="cuda"))
+a = torch.randn(256, 256, device="cuda")
+torch.mm(a, a)
+torch.cuda.synchronize()
+"""
+
+EXPECTED = {  # folder: (op, flag)
+    "side_stream": ("aten::relu", "escaping-work"),
+    "thread_launch": ("aten::relu", "escaping-work"),
+    "l2_tamper": ("aten::relu", "environment-tampering"),
+    "library_call": ("aten::mm", "native-call"),
+}
+
+
+class IntegrityCuda(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = Path(tempfile.mkdtemp(prefix="bbshim-integrity-cuda-"))
+        cls.trace = cls.dir / "trace.yaml"
+        r = run([PYTHON, "-c", PROGRAM], preload_env(BB_TRACE=cls.trace), cwd=cls.dir)
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def replay(self, *args):
+        out = self.dir / "report.json"
+        r = run([BBREPLAY, self.trace, "--device", "cuda", "--repetitions", "6", "--variants", "traced",
+                 "--json", out, *args], base_env(), timeout=900)
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        return json.loads(out.read_text()), r
+
+    def test_every_cuda_cheat_is_flagged_by_name(self):
+        self.assertEqual(sorted(EXPECTED), sorted(p.name for p in CHEATS.iterdir() if p.is_dir()))
+        for folder, (op, flag) in EXPECTED.items():
+            with self.subTest(cheat=folder):
+                data, r = self.replay("--backend", CHEATS / folder, "--ops", op)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                cases = [c for c in data["cases"] if c["op"] == op]
+                self.assertTrue(cases, r.stdout)
+                for c in cases:
+                    self.assertEqual(c["status"], "failed", c)
+                    self.assertIn(flag, c["flags"], c)
+
+    def test_native_and_the_sample_backend_raise_no_flag_when_timed(self):
+        for backend in ([], ["--backend", ROOT / "backends" / "cuda_example"]):
+            with self.subTest(backend=backend):
+                data, r = self.replay(*backend)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                for c in data["cases"]:
+                    self.assertEqual(c["flags"], [], c)
+                    if c["status"] == "passed":
+                        self.assertIsNotNone(c["native"], c)  # timed on the device
+                        self.assertGreater(c["native"]["events_median_us"], 0, c)
+
+
+if __name__ == "__main__":
+    if not cuda_available():
+        print("no CUDA device: skipped")
+        sys.exit(77)
+    unittest.main()
