@@ -165,6 +165,16 @@ void CUPTIAPI on_buffer_request(uint8_t** buffer, size_t* size, size_t* max_reco
   *max_records = 0;
 }
 
+// The fields kernel, memcpy and memset records share.
+template <typename Record>
+void where(DeviceActivity& a, const Record& r) {
+  a.correlation = r.correlationId;
+  a.start = r.start;
+  a.end = r.end;
+  a.device = r.deviceId;
+  a.stream = r.streamId;
+}
+
 void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
   switch (r->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -172,11 +182,7 @@ void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
       auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(r);
       DeviceActivity a;
       a.kind = ActivityKind::Kernel;
-      a.correlation = k->correlationId;
-      a.start = k->start;
-      a.end = k->end;
-      a.device = k->deviceId;
-      a.stream = k->streamId;
+      where(a, *k);
       a.name = k->name ? k->name : "?";
       a.grid[0] = k->gridX, a.grid[1] = k->gridY, a.grid[2] = k->gridZ;
       a.block[0] = k->blockX, a.block[1] = k->blockY, a.block[2] = k->blockZ;
@@ -187,11 +193,7 @@ void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
       auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(r);
       DeviceActivity a;
       a.kind = ActivityKind::Memcpy;
-      a.correlation = m->correlationId;
-      a.start = m->start;
-      a.end = m->end;
-      a.device = m->deviceId;
-      a.stream = m->streamId;
+      where(a, *m);
       a.name = memcpy_name(m->copyKind);
       a.bytes = m->bytes;
       sink.add_activity(std::move(a), now);
@@ -201,11 +203,7 @@ void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
       auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(r);
       DeviceActivity a;
       a.kind = ActivityKind::Memset;
-      a.correlation = m->correlationId;
-      a.start = m->start;
-      a.end = m->end;
-      a.device = m->deviceId;
-      a.stream = m->streamId;
+      where(a, *m);
       a.name = "Memset";
       a.bytes = m->bytes;
       sink.add_activity(std::move(a), now);

@@ -8,15 +8,6 @@
 
 namespace bb::devtime {
 
-const char* to_string(ActivityKind kind) {
-  switch (kind) {
-    case ActivityKind::Kernel: return "kernel";
-    case ActivityKind::Memcpy: return "memcpy";
-    case ActivityKind::Memset: return "memset";
-  }
-  return "?";
-}
-
 std::string demangle(const std::string& name) {
   if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
   int status = 0;

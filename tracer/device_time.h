@@ -31,7 +31,6 @@ inline uint64_t make_external_id(uint32_t sig, uint64_t serial) {
 inline uint32_t signature_of(uint64_t external) { return static_cast<uint32_t>(external >> 40); }
 
 enum class ActivityKind : uint8_t { Kernel, Memcpy, Memset };
-const char* to_string(ActivityKind kind);
 
 // A kernel, memcpy or memset as it ran on the device. Times in CUPTI's clock (ns).
 struct DeviceActivity {
