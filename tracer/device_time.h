@@ -2,11 +2,10 @@
 // CUPTI layer (tracer/cupti_real.cpp) decodes its buffers into these records, and the unit tests feed
 // them by hand.
 //
-// How a kernel finds its op: at each op call the preload pushes an external correlation id (kind
-// CUSTOM2) that encodes the call's signature and a serial number; CUPTI tags every launch API call
-// made under it with that id (an ExternalCorrelation record pairing the launch's correlation id with
-// ours), and the kernel, memcpy or memset record carries the launch's correlation id. The innermost
-// op on the launching thread wins, as CUPTI keeps one id stack per thread.
+// How a kernel finds its op: each op call gets an id that encodes its signature and a serial number.
+// The CUPTI layer links each launch's correlation id to the id of the innermost op on the launching
+// thread (add_external; in the default mode a callback on the launch calls does this, see
+// tracer/cupti_real.h), and the kernel, memcpy or memset record carries the launch's correlation id.
 //
 // A call's device time is the sum of the durations of everything it launched. Records of one call can
 // arrive in different buffers, so a call is final once it has had no new record for two processing
