@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""How true bbreplay's CUDA times are: its native median device time per traced case against Nsight
+Compute's gpu__time_duration.sum for the same call (--clock-control none; the yardstick) and against
+triton.testing.do_bench (what BackendBench uses), plus bbreplay's own run-to-run spread.
+
+For every traced case of the chosen ops: bbreplay (native against native, twice), then the same call
+rebuilt here from the trace entry — in one ncu-profiled process per case (one warm-up call outside the
+NVTX range "bbfid", then --reps calls inside it; a call's time is the sum of its kernels' durations)
+and under do_bench. Targets (issue 5): median |bbreplay - ncu| / ncu at most 3% over cases of 10 us
+and longer; run-to-run spread at most 1%.
+
+    python3 scripts/timing_fidelity.py TRACE --ops aten::addmm,aten::relu --json out.json
+    python3 scripts/timing_fidelity.py TRACE --cpu-dry-run      # the plumbing only: no GPU, ncu or triton
+"""
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OPS = ("aten::addmm,aten::mm,aten::bmm,aten::relu,aten::gelu,aten::native_layer_norm,aten::_softmax,"
+               "aten::add.Tensor,aten::mul.Tensor,aten::sum.dim_IntList")
+
+
+# ------------------------------------------------------------------ the trace's calls, rebuilt here
+
+def arg_text(a):
+    """bbreplay's signature text for one argument (replay/trace_summary.cpp), "" when left out."""
+    k = a["kind"]
+    if k == "tensor":
+        s = a["dtype"] + "[" + ",".join(str(d) for d in a.get("shape", [])) + "]"
+        return s if a.get("device", "cpu") == "cpu" else s + "@" + a["device"]
+    if k == "int_list":
+        return "[" + ",".join(str(v) for v in a["value"]) + "]"
+    if k == "int":
+        return str(a["value"])
+    if k == "bool":
+        return "True" if a["value"] else "False"
+    if k == "float":
+        return "%g" % float(a["value"])  # PyYAML reads 1e-05 (no dot) as a string
+    if k == "dtype":
+        return a["value"]
+    if k in ("tensor_list", "optional_tensor_list"):
+        return f"[{len(a['value'])} tensors]"
+    return ""
+
+
+def signature_text(entry):
+    return ", ".join(t for t in (arg_text(a) for a in entry.get("args", [])) if t)
+
+
+def make_tensor(meta, device, torch):
+    dtype = getattr(torch, meta["dtype"])
+    shape, stride = meta.get("shape", []), meta.get("stride") or None
+    if stride is None:
+        stride = []
+        acc = 1
+        for d in reversed(shape):
+            stride.insert(0, acc)
+            acc *= max(d, 1)
+    extent = 1 + sum((d - 1) * s for d, s in zip(shape, stride) if d > 0) + meta.get("offset", 0)
+    storage = torch.empty(max(extent, 1), dtype=dtype, device=device)
+    if dtype.is_floating_point:
+        storage.normal_(0.25, 1.0)
+    elif dtype == torch.bool:
+        storage.random_(0, 2)
+    else:
+        lo, hi = meta.get("range", [0, 16])
+        storage.random_(lo, hi + 1)
+    return storage.as_strided(shape, stride, meta.get("offset", 0))
+
+
+def build_call(entry, device, torch):
+    """(function, args, kwargs) for a traced entry; None when an argument cannot be rebuilt here."""
+    name, _, overload = entry["op"].partition("::")[2].partition(".")
+    packet = getattr(torch.ops.aten, name)
+    fn = getattr(packet, overload or "default")
+    args, kwargs = [], {}
+    for a in entry.get("args", []):
+        k = a["kind"]
+        if k == "tensor":
+            v = make_tensor(a, device, torch)
+        elif k == "none":
+            v = None
+        elif k == "float":
+            v = float(a["value"])
+        elif k == "float_list":
+            v = [float(x) for x in a["value"]]
+        elif k in ("int", "bool", "int_list", "bool_list", "str"):
+            v = a["value"]
+        elif k == "dtype":
+            v = getattr(torch, a["value"])
+        elif k == "tensor_list":
+            v = [make_tensor(t, device, torch) for t in a["value"]]
+        else:
+            return None
+        if a.get("kwarg_only"):
+            kwargs[a["name"]] = v
+        else:
+            args.append(v)
+    return fn, args, kwargs
+
+
+def traced_cases(trace, ops):
+    """(op, signature, occurrence, entry) per trace entry of the chosen ops, in trace order."""
+    seen = defaultdict(int)
+    out = []
+    for e in trace["ops"]:
+        if e["op"] not in ops:
+            continue
+        sig = signature_text(e)
+        out.append((e["op"], sig, seen[(e["op"], sig)], e))
+        seen[(e["op"], sig)] += 1
+    return out
+
+
+def replayed_times(report):
+    """(op, signature, occurrence) -> native median µs, for bbreplay's timed traced cases."""
+    seen = defaultdict(int)
+    times = {}
+    for c in report["cases"]:
+        if c["variant"] != "traced":
+            continue
+        key = (c["op"], c["signature"])
+        if c.get("native"):
+            times[key + (seen[key],)] = c["native"]["median_us"]
+        seen[key] += 1
+    return times
+
+
+# ------------------------------------------------------------------ measurements
+
+def ncu_worker(args):
+    """One case under ncu: a warm-up call, then --reps calls inside the NVTX range "bbfid"."""
+    import torch
+    import yaml
+    entry = yaml.safe_load(Path(args.case).read_text())
+    fn, a, kw = build_call(entry, "cuda", torch)
+    fn(*a, **kw)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push("bbfid")
+    for _ in range(args.reps):
+        fn(*a, **kw)
+        torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+
+
+def ncu_us(ncu, entry, reps, tmp):
+    """Per-call time from Nsight Compute (sum of the call's kernels' gpu__time_duration), or None."""
+    import yaml
+    case = Path(tmp) / "case.yaml"
+    case.write_text(yaml.safe_dump(entry))
+    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
+           "--nvtx", "--nvtx-include", "bbfid/", sys.executable, __file__, "--ncu-worker", "--case", str(case),
+           "--reps", str(reps)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    rows = [l for l in r.stdout.splitlines() if l.startswith('"')]
+    if r.returncode != 0 or not rows:
+        print(f"  ncu failed ({r.returncode}): {r.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    total = 0.0
+    for row in csv.DictReader(io.StringIO("\n".join(rows))):
+        if row.get("Metric Name") == "gpu__time_duration.sum":
+            total += float(row["Metric Value"].replace(",", ""))
+    return total / reps / 1000.0  # ns -> µs
+
+
+def do_bench_us(entry):
+    import torch
+    from triton.testing import do_bench
+    fn, a, kw = build_call(entry, "cuda", torch)
+    return do_bench(lambda: fn(*a, **kw), warmup=25, rep=100, return_mode="median") * 1000.0
+
+
+def bbreplay(build, trace, ops, device, out):
+    cmd = [str(Path(build) / "bin" / "bbreplay"), str(trace), "--device", device, "--ops", ops, "--variants", "traced",
+           "--json", str(out)]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        sys.exit(f"bbreplay failed ({r.returncode}):\n{r.stderr}")
+    return json.loads(Path(out).read_text()), time.time() - t0
+
+
+# ------------------------------------------------------------------ main
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("trace", nargs="?")
+    p.add_argument("--ops", default=DEFAULT_OPS)
+    p.add_argument("--build", default=str(ROOT / "build"))
+    p.add_argument("--reps", type=int, default=5, help="calls profiled by ncu per case")
+    p.add_argument("--min-us", type=float, default=10.0, help="the 3%% target covers cases at least this long")
+    p.add_argument("--json")
+    p.add_argument("--cpu-dry-run", action="store_true", help="match cases and rebuild calls on the CPU only")
+    p.add_argument("--ncu-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--case", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.ncu_worker:
+        return ncu_worker(args)
+    if not args.trace:
+        p.error("TRACE is required")
+    import torch
+    import yaml
+    ops = set(args.ops.split(","))
+    trace = yaml.safe_load(Path(args.trace).read_text())
+    device = "cpu" if args.cpu_dry_run else "cuda"
+    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    with tempfile.TemporaryDirectory() as tmp:
+        first, wall = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "a.json")
+        second, _ = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "b.json")
+        t1, t2 = replayed_times(first), replayed_times(second)
+        rows = []
+        for op, sig, k, entry in traced_cases(trace, ops):
+            key = (op, sig, k)
+            if key not in t1:
+                continue
+            row = {"op": op, "signature": sig, "bbreplay_us": t1[key], "bbreplay_again_us": t2.get(key)}
+            if args.cpu_dry_run:
+                call = build_call(entry, "cpu", torch)
+                row["rebuilt"] = call is not None and call[0](*call[1], **call[2]) is not None
+            else:
+                row["ncu_us"] = ncu_us(ncu, entry, args.reps, tmp) if os.path.exists(ncu) else None
+                try:
+                    row["do_bench_us"] = do_bench_us(entry)
+                except Exception as e:  # noqa: BLE001 (no triton, or the call cannot run)
+                    row["do_bench_us"] = None
+                    print(f"  do_bench failed for {op}({sig}): {e}", file=sys.stderr)
+            rows.append(row)
+            print(f"{op}({sig}): " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                               for k, v in row.items() if k not in ("op", "signature")),
+                  file=sys.stderr)
+
+    def pct(a, b):
+        return abs(a - b) / b * 100 if a is not None and b else None
+
+    spread = [pct(r["bbreplay_again_us"], r["bbreplay_us"]) for r in rows if r["bbreplay_again_us"]]
+    print(f"machine: {torch.cuda.get_device_name(0) if device == 'cuda' else 'cpu (dry run)'}, torch "
+          f"{torch.__version__}; date {time.strftime('%Y-%m-%d')}; {len(rows)} cases; bbreplay wall {wall:.1f} s")
+    print(f"{'op':<28}{'signature':<44}{'bbreplay':>10}{'ncu':>10}{'do_bench':>10}{'vs ncu':>9}")
+    for r in rows:
+        n, d = r.get("ncu_us"), r.get("do_bench_us")
+        dev = pct(r["bbreplay_us"], n)
+        print(f"{r['op']:<28}{r['signature'][:42]:<44}{r['bbreplay_us']:>10.2f}"
+              f"{(f'{n:.2f}' if n else '-'):>10}{(f'{d:.2f}' if d else '-'):>10}"
+              f"{(f'{dev:.1f}%' if dev is not None else '-'):>9}")
+    summary = {"cases": len(rows), "bbreplay_wall_s": wall}
+    if spread:
+        summary["run_to_run_spread_pct_median"] = statistics.median(spread)
+        print(f"bbreplay run-to-run spread: median {summary['run_to_run_spread_pct_median']:.2f}% (target <= 1%)")
+    long = [pct(r["bbreplay_us"], r.get("ncu_us")) for r in rows if r.get("ncu_us") and r["ncu_us"] >= args.min_us]
+    if long:
+        summary["vs_ncu_pct_median"] = statistics.median(long)
+        print(f"bbreplay vs ncu, cases >= {args.min_us:g} us: median |deviation| "
+              f"{summary['vs_ncu_pct_median']:.2f}% over {len(long)} cases (target <= 3%)")
+    bench = [pct(r.get("do_bench_us"), r.get("ncu_us")) for r in rows if r.get("ncu_us") and r.get("do_bench_us")]
+    if bench:
+        summary["do_bench_vs_ncu_pct_median"] = statistics.median(bench)
+        print(f"do_bench vs ncu: median |deviation| {summary['do_bench_vs_ncu_pct_median']:.2f}%")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
