@@ -8,14 +8,14 @@
 
 namespace bb::devtime {
 
-// How launches are tied to ops (measured on an H200 with CUDA 13, docs/performance.md):
+// How launches are tied to ops (tried on an H200 with CUDA 13, docs/performance.md):
 //   Callback     (default) a callback on the launch calls (callback API) reads this thread's op stack
 //                and records launch correlation id -> op; no API records. Holds CUPTI's one
 //                subscriber slot, given up when another client subscribes.
 //   ExternalAll  an external correlation id (kind CUSTOM2) pushed per op, with API records enabled
 //                for all calls and then disabled for all but the launch calls (enabling only the
 //                launch calls per callback id produced no API records, hence no correlation).
-//                Several times the cost per op; kept for comparison.
+//                Needs no subscriber; its cost against Callback is not settled (docs/performance.md).
 //   KernelsOnly  device records only, nothing attributed: what CUPTI's tracing itself costs.
 //   Watch        device records, plus every launch call and every call that changes the device's
 //                environment (limits, L2 persistence, cache config, stream attributes) reported to a
