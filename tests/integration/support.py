@@ -3,6 +3,7 @@
 The tests run under ctest (tests/CMakeLists.txt), which sets BB_BUILD_DIR; the Python running them is
 the one the build was made for.
 """
+import json
 import os
 import shutil
 import signal
@@ -74,10 +75,33 @@ class TempDirTest(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class ReplayOfProgram(unittest.TestCase):
+    """Traces PROGRAM once for the class (preloaded), then replays that trace with bbreplay."""
+    PROGRAM = ""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = Path(tempfile.mkdtemp(prefix="bbshim-replay-"))
+        cls.trace = cls.dir / "trace.yaml"
+        r = run([PYTHON, "-c", cls.PROGRAM], preload_env(BB_TRACE=cls.trace), cwd=cls.dir)
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def replay(self, *args, timeout=600):
+        """bbreplay on the trace with `args`; (its JSON report, the finished process)."""
+        out = self.dir / "report.json"
+        r = run([BUILD / "bin" / "bbreplay", self.trace, "--json", out, *args], base_env(), timeout=timeout)
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        return json.loads(out.read_text()), r
+
+
 def cuda_available():
     r = run([PYTHON, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"], base_env())
     return r.returncode == 0
 
 
 __all__ = ["ROOT", "BUILD", "PRELOAD", "BBTRACE", "PYTHON", "EXAMPLE", "HERE", "base_env", "preload_env",
-           "run", "load_trace", "wait_for", "TempDirTest", "cuda_available", "signal"]
+           "run", "load_trace", "wait_for", "TempDirTest", "ReplayOfProgram", "cuda_available", "signal"]

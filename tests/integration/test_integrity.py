@@ -1,15 +1,10 @@
 """Integrity: every cheating kernel in tests/cheats/ is flagged by bbreplay with its cheat's name, and
 honest kernels (native itself, the sample backend) never are. CPU only; the CUDA cheats are in
 test_integrity_cuda.py."""
-import json
-import shutil
-import tempfile
 import unittest
-from pathlib import Path
 
-from support import BUILD, PYTHON, ROOT, base_env, preload_env, run
+from support import ROOT, ReplayOfProgram
 
-BBREPLAY = BUILD / "bin" / "bbreplay"
 CHEATS = ROOT / "tests" / "cheats"
 PROGRAM = """
 import torch
@@ -33,24 +28,12 @@ EXPECTED = {  # folder: (op, flag)
 TIMED = {"late_replay": ("aten::relu", "cached-result")}  # caught only when the timed loop runs
 
 
-class Integrity(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = Path(tempfile.mkdtemp(prefix="bbshim-integrity-"))
-        cls.trace = cls.dir / "trace.yaml"
-        r = run([PYTHON, "-c", PROGRAM], preload_env(BB_TRACE=cls.trace), cwd=cls.dir)
-        assert r.returncode == 0, r.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
+class Integrity(ReplayOfProgram):
+    PROGRAM = PROGRAM
 
     def replay(self, *args, timed=False):
-        out = self.dir / "report.json"
         mode = ["--repetitions", "6"] if timed else ["--check-only"]
-        r = run([BBREPLAY, self.trace, "--device", "cpu", *mode, "--json", out, *args], base_env(), timeout=600)
-        self.assertIn(r.returncode, (0, 1), r.stderr)
-        return json.loads(out.read_text()), r
+        return super().replay("--device", "cpu", *mode, *args)
 
     def test_every_cheat_is_flagged_by_name(self):
         cpu_cheats = [p.name for p in CHEATS.iterdir() if p.is_dir() and p.name != "cuda"]  # cuda/: GPU test

@@ -1,16 +1,11 @@
 """Integrity on CUDA: each cheating kernel in tests/cheats/cuda/ is flagged by bbreplay's timed CUDA
 replay with its cheat's name; native itself and backends/cuda_example are not. Skipped (exit 77)
 where there is no GPU."""
-import json
-import shutil
 import sys
-import tempfile
 import unittest
-from pathlib import Path
 
-from support import BUILD, PYTHON, ROOT, base_env, cuda_available, preload_env, run
+from support import ROOT, ReplayOfProgram, cuda_available
 
-BBREPLAY = BUILD / "bin" / "bbreplay"
 CHEATS = ROOT / "tests" / "cheats" / "cuda"
 PROGRAM = """
 import torch
@@ -29,24 +24,11 @@ EXPECTED = {  # folder: (op, flag)
 }
 
 
-class IntegrityCuda(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = Path(tempfile.mkdtemp(prefix="bbshim-integrity-cuda-"))
-        cls.trace = cls.dir / "trace.yaml"
-        r = run([PYTHON, "-c", PROGRAM], preload_env(BB_TRACE=cls.trace), cwd=cls.dir)
-        assert r.returncode == 0, r.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
+class IntegrityCuda(ReplayOfProgram):
+    PROGRAM = PROGRAM
 
     def replay(self, *args):
-        out = self.dir / "report.json"
-        r = run([BBREPLAY, self.trace, "--device", "cuda", "--repetitions", "6", "--variants", "traced",
-                 "--json", out, *args], base_env(), timeout=900)
-        self.assertIn(r.returncode, (0, 1), r.stderr)
-        return json.loads(out.read_text()), r
+        return super().replay("--device", "cuda", "--repetitions", "6", "--variants", "traced", *args, timeout=900)
 
     def test_every_cuda_cheat_is_flagged_by_name(self):
         self.assertEqual(sorted(EXPECTED), sorted(p.name for p in CHEATS.iterdir() if p.is_dir()))
