@@ -11,6 +11,7 @@
 #include <climits>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "backends/loader.h"
 #include "replay/case_json.h"
@@ -89,7 +90,10 @@ struct Setup {
   }
 };
 
-Setup set_up(const Options& o, bool quiet) {
+// `worker`: a worker process, told each case by the parent; it neither lists the cases (asking native
+// on meta tensors which variants apply took about a second, at every worker start) nor warns.
+Setup set_up(const Options& o, bool worker) {
+  const bool quiet = worker;
   Setup s;
   s.trace = load_any_trace(o.trace);
   if (!o.policy.empty()) s.policy = policy::load_policy(o.policy);
@@ -131,7 +135,7 @@ Setup set_up(const Options& o, bool quiet) {
       return false;  // the traced case says why
     }
   };
-  s.cases = enumerate_cases(s.trace, filter, parse_variants(o.variants), applies);
+  if (!worker) s.cases = enumerate_cases(s.trace, filter, parse_variants(o.variants), applies);
   return s;
 }
 
@@ -153,9 +157,10 @@ int worker_main(const Options& o) {
   install_poisoning_allocator();
   s.run.policy = s.policy ? &*s.policy : nullptr;
   std::string line;
-  while (std::getline(std::cin, line)) {
-    const size_t i = std::stoul(line);
-    const Case& c = s.cases.at(i);
+  while (std::getline(std::cin, line)) {  // "<entry index> <variant>"
+    Case c;
+    std::istringstream in(line);
+    if (!(in >> c.entry >> c.variant) || c.entry >= s.trace.ops.size()) return 2;
     const auto& entry = s.trace.ops[c.entry];
     const auto* kernel = s.has_backend ? s.kernel_for(entry.op) : nullptr;
     CaseResult result;
@@ -227,7 +232,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
     }
     if (!worker) worker = std::make_unique<Worker>(worker_argv);
     std::string reply, why;
-    switch (worker->ask(std::to_string(i), o.timeout, &reply, &why)) {
+    switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why)) {
       case Worker::Outcome::Reply: report.cases.push_back(case_from_json_line(reply)); break;
       case Worker::Outcome::Died:
         report.cases.push_back(describe(entry, variant, Status::Crashed, "the worker " + why));
