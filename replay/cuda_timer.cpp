@@ -2,9 +2,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <mutex>
 #include <set>
@@ -67,7 +64,7 @@ class CuptiCudaTimer : public CudaTimer {
     api_->flush(true);
     collector_.take_timeline();  // the eviction and anything before it
     Window w;
-    w.caller_thread = static_cast<uint32_t>(::syscall(SYS_gettid));
+    w.caller_thread = devtime::this_thread_id();
     {
       std::lock_guard<std::mutex> lock(mu_);
       calls_.clear();

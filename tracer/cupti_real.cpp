@@ -7,8 +7,6 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <link.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cctype>
@@ -108,7 +106,6 @@ struct ThreadOps {
   int depth = 0;
   bool in_runtime = false;  // inside a runtime launch: the driver launch it makes is the same launch
   uint64_t api_start = 0;
-  uint32_t tid = 0;
   std::shared_ptr<LinkBatch> batch;
 };
 thread_local ThreadOps t_ops;
@@ -286,8 +283,7 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
     c.correlation = cb->correlationId;
     c.start = t_ops.api_start;
     g_fns.getTimestamp(&c.end);
-    if (!t_ops.tid) t_ops.tid = static_cast<uint32_t>(::syscall(SYS_gettid));
-    c.thread = t_ops.tid;
+    c.thread = this_thread_id();
     c.name = api_name(domain, cbid);
     sink->add_api(std::move(c));
   }
@@ -323,8 +319,7 @@ void CUPTIAPI on_watched(void* user, CUpti_CallbackDomain domain, CUpti_Callback
   c.launch = launch;
   if (!launch) c.name = api_name(domain, cbid);
   c.correlation = cb->correlationId;
-  if (!t_ops.tid) t_ops.tid = static_cast<uint32_t>(::syscall(SYS_gettid));
-  c.thread = t_ops.tid;
+  c.thread = this_thread_id();
   g_fns.getTimestamp(&c.time);
   w->listener(c, w->user);
 } catch (...) {
@@ -354,59 +349,30 @@ class RealCupti : public CuptiApi {
                         g_fns.registerCallbacks(&on_buffer_request, &on_buffer_complete));
         !err.empty())
       return err;
-    for (CUpti_ActivityKind k : kKinds)
-      if (auto err = call("cuptiActivityEnable(kind " + std::to_string(k) + ")", g_fns.activityEnable(k)); !err.empty())
-        return err;
+    if (auto err = enable_kinds(kKinds); !err.empty()) return err;
+    std::string err;  // each step below runs only when the ones before it succeeded
     switch (mode_) {
-      case CuptiMode::Callback: {
-        if (auto err = call("cuptiSubscribe", g_fns.subscribe(&subscriber_, &on_launch, timeline_ ? this : nullptr));
-            !err.empty()) {
-          subscriber_ = nullptr;
-          return err;
-        }
-        for (CUpti_CallbackId id : kRuntimeLaunches)
-          if (auto err = call("cuptiEnableCallback(runtime " + std::to_string(id) + ")",
-                              g_fns.enableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, id));
-              !err.empty())
-            return err;
-        for (CUpti_CallbackId id : kDriverLaunches)
-          if (auto err = call("cuptiEnableCallback(driver " + std::to_string(id) + ")",
-                              g_fns.enableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id));
-              !err.empty())
-            return err;
-        return "";
-      }
-      case CuptiMode::ExternalAll: {
+      case CuptiMode::Callback:
+        (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty();
+        return err;
+      case CuptiMode::ExternalAll:
         // Every API record on, then all but the launches off again.
-        for (CUpti_ActivityKind k : kExternalKinds)
-          if (auto err = call("cuptiActivityEnable(kind " + std::to_string(k) + ")", g_fns.activityEnable(k));
-              !err.empty())
-            return err;
+        if (err = enable_kinds(kExternalKinds); !err.empty()) return err;
         for (CUpti_CallbackId id = 1; id < CUPTI_RUNTIME_TRACE_CBID_SIZE; ++id)
           if (!listed(kRuntimeLaunches, id)) g_fns.enableRuntimeApi(id, 0);
         for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id)
           if (!listed(kDriverLaunches, id)) g_fns.enableDriverApi(id, 0);
         return "";
-      }
-      case CuptiMode::Watch: {
+      case CuptiMode::Watch:
         if (!watcher_.listener) return "Watch mode needs a listener";
-        if (auto err = call("cuptiSubscribe", g_fns.subscribe(&subscriber_, &on_watched, &watcher_)); !err.empty()) {
-          subscriber_ = nullptr;
-          return err;
-        }
-        auto on = [&](CUpti_CallbackDomain d, CUpti_CallbackId id) {
-          return call("cuptiEnableCallback(" + std::to_string(id) + ")", g_fns.enableCallback(1, subscriber_, d, id));
-        };
-        for (CUpti_CallbackId id : kRuntimeLaunches)
-          if (auto err = on(CUPTI_CB_DOMAIN_RUNTIME_API, id); !err.empty()) return err;
-        for (CUpti_CallbackId id : kRuntimeEnvironment)
-          if (auto err = on(CUPTI_CB_DOMAIN_RUNTIME_API, id); !err.empty()) return err;
-        for (CUpti_CallbackId id : kDriverLaunches)
-          if (auto err = on(CUPTI_CB_DOMAIN_DRIVER_API, id); !err.empty()) return err;
-        for (CUpti_CallbackId id : kDriverEnvironment)
-          if (auto err = on(CUPTI_CB_DOMAIN_DRIVER_API, id); !err.empty()) return err;
-        return "";
-      }
+        (err = subscribe(&on_watched, &watcher_)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeEnvironment)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverEnvironment)).empty();
+        return err;
       case CuptiMode::KernelsOnly:
         break;
     }
@@ -451,6 +417,32 @@ class RealCupti : public CuptiApi {
   }
 
  private:
+  template <size_t N>
+  static std::string enable_kinds(const CUpti_ActivityKind (&kinds)[N]) {
+    for (CUpti_ActivityKind k : kinds)
+      if (auto err = call("cuptiActivityEnable(kind " + std::to_string(k) + ")", g_fns.activityEnable(k)); !err.empty())
+        return err;
+    return "";
+  }
+
+  // Takes CUPTI's one subscriber slot for `fn`; watch() then turns its callbacks on, id by id.
+  std::string subscribe(CUpti_CallbackFunc fn, void* user) {
+    std::string err = call("cuptiSubscribe", g_fns.subscribe(&subscriber_, fn, user));
+    if (!err.empty()) subscriber_ = nullptr;
+    return err;
+  }
+
+  template <size_t N>
+  std::string watch(CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N]) {
+    const char* which = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime " : "driver ";
+    for (CUpti_CallbackId id : ids)
+      if (auto err = call(std::string("cuptiEnableCallback(") + which + std::to_string(id) + ")",
+                          g_fns.enableCallback(1, subscriber_, domain, id));
+          !err.empty())
+        return err;
+    return "";
+  }
+
   // The checked call: names the call and CUPTI's error.
   static std::string call(const std::string& what, CUptiResult r) {
     if (r == CUPTI_SUCCESS) return "";

@@ -1,12 +1,19 @@
 #include "tracer/device_time.h"
 
 #include <cxxabi.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 
 namespace bb::devtime {
+
+uint32_t this_thread_id() {
+  thread_local uint32_t tid = static_cast<uint32_t>(::syscall(SYS_gettid));
+  return tid;
+}
 
 std::string demangle(const std::string& name) {
   if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;

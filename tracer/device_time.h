@@ -177,6 +177,9 @@ class Collector {
 // work spread over several streams, overlaps counted once.
 uint64_t busy_ns(std::vector<std::pair<uint64_t, uint64_t>> intervals);
 
+// gettid() of the calling thread (cached per thread): how the timeline and the checks name threads.
+uint32_t this_thread_id();
+
 // A kernel name as people read it (abi::__cxa_demangle); the input when it is not a mangled name.
 std::string demangle(const std::string& name);
 

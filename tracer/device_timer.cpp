@@ -1,8 +1,6 @@
 #include "tracer/device_timer.h"
 
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 namespace bb::devtime {
 namespace {
@@ -14,14 +12,8 @@ struct OpStack {
   uint64_t external[kMaxDepth];
   uint64_t start[kMaxDepth];
   int depth = 0;
-  uint32_t tid = 0;
 };
 thread_local OpStack t_ops;
-
-uint32_t this_tid() {
-  if (!t_ops.tid) t_ops.tid = static_cast<uint32_t>(::syscall(SYS_gettid));
-  return t_ops.tid;
-}
 
 }  // namespace
 
@@ -70,7 +62,7 @@ void DeviceTimer::op_end() {
   if (timeline_ && d >= 0 && d < kMaxDepth && active_.load(std::memory_order_relaxed)) {
     OpEvent e;
     e.external = t_ops.external[d];
-    e.thread = this_tid();
+    e.thread = this_thread_id();
     e.pthread = static_cast<uint32_t>(::pthread_self());
     e.start = t_ops.start[d];
     e.end = api_->now();

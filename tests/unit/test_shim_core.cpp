@@ -14,6 +14,7 @@
 #include "shim/config.h"
 #include "shim/output_path.h"
 #include "shim/trace_writer.h"
+#include "sample_trace.h"
 #include "tracer/device_time.h"
 
 using namespace bb::shim;
@@ -169,13 +170,9 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
   bb::trace::TraceEntry mm, add;
   mm.op = "aten::mm";
   mm.count = 3;
-  bb::trace::ArgValue self;
-  self.name = "self";
-  self.kind = bb::trace::ArgKind::Tensor;
-  bb::trace::TensorMeta m;
-  m.shape = {2, 3};
-  m.device = "cuda:0";
-  self.tensors.emplace_back(m);
+  auto self = bb::test::arg("self", "Tensor", bb::trace::ArgKind::Tensor);
+  self.tensors.emplace_back(bb::test::tensor("float32", {2, 3}, {3, 1}));
+  self.tensors[0]->device = "cuda:0";
   mm.args = {self, self};
   add.op = "aten::add.Tensor";
   add.count = 1;
@@ -211,16 +208,9 @@ TEST_CASE("the timeline labels op calls with torch.profiler's names, dims and ty
   bb::trace::TraceEntry mm;
   mm.op = "aten::mm";
   mm.count = 1;
-  bb::trace::ArgValue self;
-  self.name = "self";
-  self.kind = bb::trace::ArgKind::Tensor;
-  bb::trace::TensorMeta m;
-  m.dtype = "bfloat16";
-  m.shape = {2, 3};
-  self.tensors.emplace_back(m);
-  bb::trace::ArgValue alpha;
-  alpha.kind = bb::trace::ArgKind::Float;
-  mm.args = {self, alpha};
+  auto self = bb::test::arg("self", "Tensor", bb::trace::ArgKind::Tensor);
+  self.tensors.emplace_back(bb::test::tensor("bfloat16", {2, 3}, {3, 1}));
+  mm.args = {self, bb::test::arg("alpha", "Scalar", bb::trace::ArgKind::Float)};
   snap.entries = {mm};
   snap.sigs = {4};
   bb::devtime::Collector::Timeline events;
