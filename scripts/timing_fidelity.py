@@ -4,10 +4,14 @@ Compute's gpu__time_duration.sum for the same call (--clock-control none; the ya
 triton.testing.do_bench (what BackendBench uses), plus bbreplay's own run-to-run spread.
 
 For every traced case of the chosen ops: bbreplay (native against native, twice), then the same call
-rebuilt here from the trace entry — in one ncu-profiled process per case (one warm-up call outside the
-NVTX range "bbfid", then --reps calls inside it; a call's time is the sum of its kernels' durations)
-and under do_bench. Targets (issue 5): median |bbreplay - ncu| / ncu at most 3% over cases of 10 us
-and longer; run-to-run spread at most 1%.
+rebuilt here from the trace entry — all cases in one ncu-profiled process per cache setting (each call
+once as a warm-up outside the NVTX range "bbfid", then --reps calls per case inside it, each preceded by
+an empty marker kernel; a call's time is the sum of its kernels' durations, the case's the median over
+its calls) — and under do_bench. ncu runs with --cache-control all (caches flushed before every kernel,
+as bbreplay evicts L2 before every run: the comparison) and none (warm caches: how much the cache state
+matters). The empty marker kernel, timed by ncu and by CUPTI's activity records (torch.profiler), shows
+each tool's fixed cost per kernel. Targets (issue 5): median |bbreplay - ncu| / ncu at most 3% over cases
+of 10 us and longer; run-to-run spread at most 1%.
 
     python3 scripts/timing_fidelity.py TRACE --ops aten::addmm,aten::relu --json out.json
     python3 scripts/timing_fidelity.py TRACE --cpu-dry-run      # the plumbing only: no GPU, ncu or triton
@@ -139,39 +143,82 @@ def replayed_times(report):
 
 # ------------------------------------------------------------------ measurements
 
+MARKER = "spin_kernel"  # torch.cuda._sleep(0): an empty kernel before every profiled call
+
+
 def ncu_worker(args):
-    """One case under ncu: a warm-up call, then --reps calls inside the NVTX range "bbfid"."""
+    """All cases in one process under ncu: each call once as a warm-up, then inside the NVTX range
+    "bbfid" --reps calls per case, each preceded by an empty marker kernel that delimits it."""
     import torch
     import yaml
-    entry = yaml.safe_load(Path(args.case).read_text())
-    fn, a, kw = build_call(entry, "cuda", torch)
-    fn(*a, **kw)
+    entries = yaml.safe_load(Path(args.case).read_text())
+    calls = [build_call(e, "cuda", torch) for e in entries]
+    for fn, a, kw in calls:
+        fn(*a, **kw)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push("bbfid")
-    for _ in range(args.reps):
-        fn(*a, **kw)
-        torch.cuda.synchronize()
+    for fn, a, kw in calls:
+        for _ in range(args.reps):
+            torch.cuda._sleep(0)
+            torch.cuda.synchronize()
+            fn(*a, **kw)
+            torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
 
 
-def ncu_us(ncu, entry, reps, tmp):
-    """Per-call time from Nsight Compute (sum of the call's kernels' gpu__time_duration), or None."""
+def ncu_times(ncu, entries, reps, tmp, cache_control):
+    """Per case: {"us": median over its calls of the sum of their kernels' gpu__time_duration,
+    "kernels": the kernels of one call}, and the marker kernel's median time (ncu's floor); None on failure."""
     import yaml
-    case = Path(tmp) / "case.yaml"
-    case.write_text(yaml.safe_dump(entry))
-    cmd = [ncu, "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
-           "--nvtx", "--nvtx-include", "bbfid/", sys.executable, __file__, "--ncu-worker", "--case", str(case),
-           "--reps", str(reps)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    case = Path(tmp) / "cases.yaml"
+    case.write_text(yaml.safe_dump(entries))
+    cmd = [ncu, "--clock-control", "none", "--cache-control", cache_control, "--metrics", "gpu__time_duration.sum",
+           "--csv", "--print-units", "base", "--nvtx", "--nvtx-include", "bbfid/", sys.executable, __file__,
+           "--ncu-worker", "--case", str(case), "--reps", str(reps)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     rows = [l for l in r.stdout.splitlines() if l.startswith('"')]
     if r.returncode != 0 or not rows:
-        print(f"  ncu failed ({r.returncode}): {r.stderr.strip()[-300:]}", file=sys.stderr)
-        return None
-    total = 0.0
+        print(f"  ncu ({cache_control}) failed ({r.returncode}): {r.stderr.strip()[-400:]}", file=sys.stderr)
+        return None, None
+    kernels = []
     for row in csv.DictReader(io.StringIO("\n".join(rows))):
         if row.get("Metric Name") == "gpu__time_duration.sum":
-            total += float(row["Metric Value"].replace(",", ""))
-    return total / reps / 1000.0  # ns -> µs
+            name = row.get("Kernel Name") or row.get("Function Name") or ""
+            kernels.append((int(row["ID"]), name, float(row["Metric Value"].replace(",", "")) / 1000.0))
+    kernels.sort()
+    groups, floor = [], []
+    for _, name, us in kernels:
+        if MARKER in name:
+            groups.append([])
+            floor.append(us)
+        elif groups:
+            groups[-1].append((name, us))
+    if len(groups) != len(entries) * reps:
+        print(f"  ncu ({cache_control}): {len(groups)} calls seen, {len(entries) * reps} expected", file=sys.stderr)
+        return None, None
+    out = []
+    for i in range(len(entries)):
+        calls = groups[i * reps:(i + 1) * reps]
+        out.append({"us": statistics.median(sum(us for _, us in c) for c in calls),
+                    "kernels": [n for n, _ in calls[0]]})
+    return out, statistics.median(floor)
+
+
+def cupti_floor_us(torch):
+    """The same empty kernel timed by CUPTI's activity records (torch.profiler), as bbreplay times."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda._sleep(0)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(50):
+            torch.cuda._sleep(0)
+            torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
+    durs = [e["dur"] for e in events if e.get("cat") == "kernel" and MARKER in e.get("name", "")]
+    return statistics.median(durs) if durs else None
 
 
 def do_bench_us(entry):
@@ -198,7 +245,7 @@ def main():
     p.add_argument("trace", nargs="?")
     p.add_argument("--ops", default=DEFAULT_OPS)
     p.add_argument("--build", default=str(ROOT / "build"))
-    p.add_argument("--reps", type=int, default=5, help="calls profiled by ncu per case")
+    p.add_argument("--reps", type=int, default=5, help="calls profiled by ncu per case (their median is used)")
     p.add_argument("--min-us", type=float, default=10.0, help="the 3%% target covers cases at least this long")
     p.add_argument("--json")
     p.add_argument("--cpu-dry-run", action="store_true", help="match cases and rebuild calls on the CPU only")
@@ -219,53 +266,82 @@ def main():
         first, wall = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "a.json")
         second, _ = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "b.json")
         t1, t2 = replayed_times(first), replayed_times(second)
-        rows = []
+        rows, entries = [], []
         for op, sig, k, entry in traced_cases(trace, ops):
             key = (op, sig, k)
             if key not in t1:
                 continue
-            row = {"op": op, "signature": sig, "bbreplay_us": t1[key], "bbreplay_again_us": t2.get(key)}
-            if args.cpu_dry_run:
+            rows.append({"op": op, "signature": sig, "bbreplay_us": t1[key], "bbreplay_again_us": t2.get(key)})
+            entries.append(entry)
+        floors = {}
+        if args.cpu_dry_run:
+            for row, entry in zip(rows, entries):
                 call = build_call(entry, "cpu", torch)
                 row["rebuilt"] = call is not None and call[0](*call[1], **call[2]) is not None
-            else:
-                row["ncu_us"] = ncu_us(ncu, entry, args.reps, tmp) if os.path.exists(ncu) else None
+        else:
+            if os.path.exists(ncu):
+                for cache in ("all", "none"):
+                    times, floors[f"ncu_{cache}_us"] = ncu_times(ncu, entries, args.reps, tmp, cache)
+                    for row, t in zip(rows, times or []):
+                        row[f"ncu_{cache}_us"] = t["us"]
+                        row["ncu_kernels"] = t["kernels"]
+            for row, entry in zip(rows, entries):
                 try:
                     row["do_bench_us"] = do_bench_us(entry)
                 except Exception as e:  # noqa: BLE001 (no triton, or the call cannot run)
                     row["do_bench_us"] = None
-                    print(f"  do_bench failed for {op}({sig}): {e}", file=sys.stderr)
-            rows.append(row)
-            print(f"{op}({sig}): " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
-                                               for k, v in row.items() if k not in ("op", "signature")),
-                  file=sys.stderr)
+                    print(f"  do_bench failed for {row['op']}({row['signature']}): {e}", file=sys.stderr)
+            floors["cupti_us"] = cupti_floor_us(torch)
+        for row in rows:
+            print(f"{row['op']}({row['signature']}): " + ", ".join(
+                f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in row.items() if k not in ("op", "signature")), file=sys.stderr)
 
     def pct(a, b):
         return abs(a - b) / b * 100 if a is not None and b else None
 
     spread = [pct(r["bbreplay_again_us"], r["bbreplay_us"]) for r in rows if r["bbreplay_again_us"]]
     print(f"machine: {torch.cuda.get_device_name(0) if device == 'cuda' else 'cpu (dry run)'}, torch "
-          f"{torch.__version__}; date {time.strftime('%Y-%m-%d')}; {len(rows)} cases; bbreplay wall {wall:.1f} s")
-    print(f"{'op':<28}{'signature':<44}{'bbreplay':>10}{'ncu':>10}{'do_bench':>10}{'vs ncu':>9}")
+          f"{torch.__version__}; date {time.strftime('%Y-%m-%d')}; trace {args.trace}; {len(rows)} cases; "
+          f"bbreplay wall {wall:.1f} s")
+    print(f"{'op':<26}{'signature':<44}{'bbreplay':>9}{'ncu':>9}{'ncu-warm':>9}{'do_bench':>9}{'vs ncu':>8}"
+          f"  kernels (ncu)")
+    fmt = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
     for r in rows:
-        n, d = r.get("ncu_us"), r.get("do_bench_us")
-        dev = pct(r["bbreplay_us"], n)
-        print(f"{r['op']:<28}{r['signature'][:42]:<44}{r['bbreplay_us']:>10.2f}"
-              f"{(f'{n:.2f}' if n else '-'):>10}{(f'{d:.2f}' if d else '-'):>10}"
-              f"{(f'{dev:.1f}%' if dev is not None else '-'):>9}")
-    summary = {"cases": len(rows), "bbreplay_wall_s": wall}
+        dev = pct(r["bbreplay_us"], r.get("ncu_all_us"))
+        print(f"{r['op']:<26}{r['signature'][:42]:<44}{r['bbreplay_us']:>9.2f}{fmt(r.get('ncu_all_us')):>9}"
+              f"{fmt(r.get('ncu_none_us')):>9}{fmt(r.get('do_bench_us')):>9}"
+              f"{(f'{dev:.1f}%' if dev is not None else '-'):>8}  {len(r.get('ncu_kernels', []))}")
+    summary = {"cases": len(rows), "bbreplay_wall_s": wall, "floors_us": floors}
     if spread:
         summary["run_to_run_spread_pct_median"] = statistics.median(spread)
         print(f"bbreplay run-to-run spread: median {summary['run_to_run_spread_pct_median']:.2f}% (target <= 1%)")
-    long = [pct(r["bbreplay_us"], r.get("ncu_us")) for r in rows if r.get("ncu_us") and r["ncu_us"] >= args.min_us]
-    if long:
-        summary["vs_ncu_pct_median"] = statistics.median(long)
-        print(f"bbreplay vs ncu, cases >= {args.min_us:g} us: median |deviation| "
-              f"{summary['vs_ncu_pct_median']:.2f}% over {len(long)} cases (target <= 3%)")
-    bench = [pct(r.get("do_bench_us"), r.get("ncu_us")) for r in rows if r.get("ncu_us") and r.get("do_bench_us")]
+
+    def versus(key, label, target="", net=False):
+        fa, fb = floors.get("cupti_us") or 0.0, floors.get(f"{key}_us") or 0.0
+        devs = []
+        for r in rows:
+            b, n = r["bbreplay_us"], r.get(f"{key}_us")
+            if not n or n < args.min_us:
+                continue
+            devs.append(pct(b - fa * len(r["ncu_kernels"]), n - fb * len(r["ncu_kernels"])) if net else pct(b, n))
+        if devs:
+            summary[f"vs_{key}{'_net' if net else ''}_pct_median"] = statistics.median(devs)
+            print(f"bbreplay vs {label}, cases >= {args.min_us:g} us: median |deviation| "
+                  f"{statistics.median(devs):.2f}% over {len(devs)} cases{target}")
+
+    versus("ncu_all", "ncu (caches flushed, as bbreplay)", " (target <= 3%)")
+    versus("ncu_none", "ncu (caches warm)")
+    if floors.get("cupti_us") and floors.get("ncu_all_us"):
+        print(f"empty kernel: {floors['cupti_us']:.2f} us by CUPTI records (as bbreplay), "
+              f"{floors['ncu_all_us']:.2f} us by ncu")
+        versus("ncu_all", "ncu, each net of its empty-kernel time per kernel", net=True)
+    bench = [pct(r.get("do_bench_us"), r.get("ncu_all_us")) for r in rows
+             if r.get("ncu_all_us") and r.get("do_bench_us") and r["ncu_all_us"] >= args.min_us]
     if bench:
         summary["do_bench_vs_ncu_pct_median"] = statistics.median(bench)
-        print(f"do_bench vs ncu: median |deviation| {summary['do_bench_vs_ncu_pct_median']:.2f}%")
+        print(f"do_bench vs ncu, cases >= {args.min_us:g} us: median |deviation| "
+              f"{summary['do_bench_vs_ncu_pct_median']:.2f}%")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
 
