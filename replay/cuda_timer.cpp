@@ -1,5 +1,7 @@
 #include "replay/cuda_timer.h"
 
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -154,6 +156,30 @@ class CuptiCudaTimer : public CudaTimer {
 };
 
 }  // namespace
+
+bool poison_cuda_cache(int device, uint8_t byte, size_t reserve) {
+  namespace cache = c10::cuda::CUDACachingAllocator;
+  try {
+    const auto options = at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device));
+    // Allocated and freed at once: the memory stays in the cache, free, for the kernel to be given.
+    (void)at::empty({static_cast<int64_t>(std::max<size_t>(reserve, size_t{2} << 20))}, options);
+    (void)at::empty({int64_t{512} << 10}, options);  // allocations up to 1 MB come from the small pool
+    const cache::SnapshotInfo snapshot = cache::snapshot({0, 0}, /*include_traces=*/false);
+    for (const auto& segment : snapshot.segments) {
+      // (expandable segments may have unmapped gaps: left alone)
+      if (segment.device != device || segment.is_expandable) continue;
+      size_t address = segment.address;
+      for (const auto& block : segment.blocks) {
+        if (!block.allocated && block.size)
+          if (cudaMemsetAsync(reinterpret_cast<void*>(address), byte, block.size, nullptr) != cudaSuccess) return false;
+        address += block.size;
+      }
+    }
+    return cudaDeviceSynchronize() == cudaSuccess;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 std::unique_ptr<CudaTimer> make_cuda_timer(int device, const std::string& torch_lib_dir, std::string* why) {
   auto t = std::make_unique<CuptiCudaTimer>();

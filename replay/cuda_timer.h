@@ -6,6 +6,8 @@
 // says why not.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,6 +32,11 @@ class CudaTimer {
   // Bytes per µs a device-to-device copy reaches on this device (measured once; 0 if unknown).
   virtual double copy_bandwidth() const = 0;
 };
+
+// Fills every free block of the CUDA caching allocator's cache on `device` with `byte`, after making
+// at least `reserve` bytes free in its large pool and one segment free in its small pool; waits until
+// done. False where this build has no CUDA parts or it failed (then nothing is poisoned).
+bool poison_cuda_cache(int device, uint8_t byte, size_t reserve);
 
 // Null, with the reason in `why`, when device timing is unavailable. `torch_lib_dir`: where torch's
 // libcupti may be found.

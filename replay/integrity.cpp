@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "policy/compare.h"
+#include "replay/cuda_timer.h"
 
 namespace bb::replay {
 namespace {
@@ -69,8 +70,13 @@ void install_poisoning_allocator() {
   (void)installed;
 }
 
-PoisonScope::PoisonScope(uint8_t byte) { g_poison.store(byte, std::memory_order_relaxed); }
-PoisonScope::~PoisonScope() { g_poison.store(-1, std::memory_order_relaxed); }
+PoisonScope::PoisonScope(uint8_t byte, const c10::Device& device, size_t reserve) : cpu_(device.is_cpu()) {
+  if (cpu_) g_poison.store(byte, std::memory_order_relaxed);
+  else if (device.is_cuda()) poison_cuda_cache(device.has_index() ? device.index() : 0, byte, reserve);
+}
+PoisonScope::~PoisonScope() {
+  if (cpu_) g_poison.store(-1, std::memory_order_relaxed);
+}
 
 std::string unwritten_elements(const Values& a, const Values& b) {
   auto ta = tensors(a), tb = tensors(b);

@@ -245,17 +245,13 @@ struct RepetitionMismatch : std::runtime_error {
   bool cached;
 };
 
-// Native and the kernel under test, interleaved (alternating which goes first), each run on a fresh
-// copy of one of three input sets made with different seeds, with its operands evicted from the
-// caches. Every timed result of the kernel is checked against native's for its input set (outside
-// the timed region), so a kernel cannot be right once and cached or wrong in the loop.
+// Native and the kernel under test, interleaved (alternating which goes first), with their operands
+// evicted from the caches. Every run pair gets an input set of its own (its own seed; each side runs
+// on its own copy of it), and the kernel's result is checked against native's on it (outside the
+// timed region), so a kernel cannot be right once and then cached or wrong in the loop: no inputs
+// repeat, so a cache keyed on addresses, shapes or values never hits.
 std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& variant,
                                     const backends::LoadedKernel* kernel, const RunOptions& o, const CaseResult& r) {
-  std::vector<Values> pool, expected, last(3);
-  for (uint64_t k = 1; k <= 3; ++k) {
-    pool.push_back(make_inputs(bound, {o.device, o.seed + 7919 * k, variant}));
-    if (o.check) expected.push_back(call(bound.op, nullptr, copies(pool.back()), o.device));
-  }
   std::vector<double> native, generated, native_events, generated_events;
   Findings native_findings, generated_findings;
   std::string why_not;
@@ -282,38 +278,38 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     out.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     return result;
   };
-  auto check = [&](int rep, size_t set, const Values& got) {
+  Values previous;  // the kernel's (correct) result on the previous pair's inputs
+  auto pair = [&](int rep, bool native_first) {
+    // (seeds 7919·k apart from the checks' own; warm-ups are rep -2 and -1)
+    const Values inputs = make_inputs(bound, {o.device, o.seed + 7919 * static_cast<uint64_t>(rep + 3), variant});
+    Values expected, got;
+    if (native_first) {
+      expected = run(nullptr, inputs, native);
+      got = run(kernel, inputs, generated);
+    } else {
+      got = run(kernel, inputs, generated);
+      expected = run(nullptr, inputs, native);
+    }
     if (!o.check) return;
     CaseResult scratch = r;
-    std::string why = compare(bound.op, pool[set], expected[set], got, o, scratch);
+    const std::string why = compare(bound.op, inputs, expected, got, o, scratch);
     if (why.empty()) {
-      last[set] = copies(got);
+      previous = copies(got);
       return;
     }
-    bool cached = false;
-    for (size_t j = 0; j < last.size(); ++j) cached |= j != set && !last[j].empty() && bitwise_equal(last[j], got);
+    const bool cached = !previous.empty() && bitwise_equal(previous, got);
     throw RepetitionMismatch((rep < 0 ? std::string("warm-up run: ") : "timed repetition " + std::to_string(rep + 1) + ": ") +
                                  (cached ? "the kernel returned exactly its result for other inputs: " : "") + why,
                              cached);
   };
-  for (int w = 0; w < 2; ++w) {  // warm-up: first-call costs are not the kernel's
-    run(nullptr, pool[0], native);
-    check(-1, 0, run(kernel, pool[0], generated));
-  }
+  for (int w = -2; w < 0; ++w) pair(w, true);  // warm-up: first-call costs are not the kernel's
   native.clear();
   generated.clear();
   native_events.clear();
   generated_events.clear();
   const auto start = std::chrono::steady_clock::now();
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    const size_t set = static_cast<size_t>(rep) % pool.size();
-    if (rep % 2 == 0) {
-      run(nullptr, pool[set], native);
-      check(rep, set, run(kernel, pool[set], generated));
-    } else {
-      check(rep, set, run(kernel, pool[set], generated));
-      run(nullptr, pool[set], native);
-    }
+    pair(rep, rep % 2 == 0);
     const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (rep >= 4 && spent > o.budget_seconds) break;
   }
@@ -340,6 +336,11 @@ double result_bytes(const Values& results) {
     bytes += static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
   }
   return bytes;
+}
+
+// Memory to have free and poisoned (CUDA) before a kernel runs: twice its results, plus room for scratch.
+size_t poison_reserve(const Values& native_results) {
+  return static_cast<size_t>(2 * result_bytes(native_results)) + (size_t{4} << 20);
 }
 
 policy::Tolerance tolerance(const RunOptions& o, const std::string& op, c10::ScalarType t) {
@@ -431,14 +432,14 @@ std::string new_aliasing(const c10::OperatorHandle& op, const Values& native_arg
   return "";
 }
 
-// After a failed comparison on the CPU: the kernel again on the same inputs with new allocations
-// poisoned differently. Elements that changed with the poison were never written.
+// After a failed comparison: the kernel again on the same inputs with the memory it is given poisoned
+// differently. Elements that changed with the poison were never written.
 std::string unwritten(const BoundCall& bound, const backends::LoadedKernel* kernel, const Values& inputs,
                       const Values& first, const RunOptions& o) {
-  if (!o.device.is_cpu()) return "";
   try {
-    PoisonScope poison(kPoisonB);
-    return unwritten_elements(first, call(bound.op, kernel, copies(inputs), o.device));
+    Values args = copies(inputs);
+    PoisonScope poison(kPoisonB, o.device, poison_reserve(first));
+    return unwritten_elements(first, call(bound.op, kernel, args, o.device));
   } catch (const std::exception&) {
     return "";
   }
@@ -473,8 +474,7 @@ std::string second_input_set(const BoundCall& bound, const std::string& variant,
   refill(args, inputs2);
   Values generated2;
   {
-    std::optional<PoisonScope> poison;
-    if (o.device.is_cpu()) poison.emplace(kPoisonA);
+    PoisonScope poison(kPoisonA, o.device, poison_reserve(native2));
     generated2 = call(bound.op, kernel, args, o.device);
   }
   Values n2(native2.begin(), native2.begin() + std::min(outputs, native2.size()));
@@ -504,10 +504,10 @@ std::string timing_method(const RunOptions& o) {
     return "device time from CUPTI: the busy time of every kernel, copy and set the call ran, on any stream, with "
            "the device otherwise idle and the L2 cache evicted (twice its size written) before each run; CUDA "
            "events around the call as a cross-check; " + std::to_string(o.repetitions) +
-           " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, fresh inputs from 3 seeds; median "
-           "and interquartile range";
+           " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, new inputs (own seed) for every run "
+           "pair; median and interquartile range";
   return "host clock (steady_clock), " + std::to_string(o.repetitions) +
-         " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, fresh inputs from 3 seeds, "
+         " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, new inputs (own seed) for every run pair, "
          "operands evicted from every cache level (clflush) before each run; median and interquartile range";
 }
 
@@ -536,8 +536,7 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   Values args = copies(inputs), generated;
   std::string native_call;
   try {
-    std::optional<PoisonScope> poison;  // new CPU allocations hold a pattern, not old results
-    if (o.device.is_cpu()) poison.emplace(kPoisonA);
+    PoisonScope poison(kPoisonA, o.device, poison_reserve(native));  // new memory holds a pattern, not old results
     generated = call(bound->op, kernel, args, o.device, &native_call);
   } catch (const bb::Decline& d) {
     return with_status(r, Status::Skipped, std::string("declined: ") + d.what());

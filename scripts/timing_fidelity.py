@@ -128,7 +128,8 @@ def traced_cases(trace, ops):
 
 
 def replayed_times(report):
-    """(op, signature, occurrence) -> native median µs, for bbreplay's timed traced cases."""
+    """(op, signature, occurrence) -> (native median µs, its CUDA events' median µs), for bbreplay's timed
+    traced cases."""
     seen = defaultdict(int)
     times = {}
     for c in report["cases"]:
@@ -136,7 +137,7 @@ def replayed_times(report):
             continue
         key = (c["op"], c["signature"])
         if c.get("native"):
-            times[key + (seen[key],)] = c["native"]["median_us"]
+            times[key + (seen[key],)] = (c["native"]["median_us"], c["native"].get("events_median_us"))
         seen[key] += 1
     return times
 
@@ -271,7 +272,8 @@ def main():
             key = (op, sig, k)
             if key not in t1:
                 continue
-            rows.append({"op": op, "signature": sig, "bbreplay_us": t1[key], "bbreplay_again_us": t2.get(key)})
+            rows.append({"op": op, "signature": sig, "bbreplay_us": t1[key][0],
+                         "bbreplay_again_us": t2[key][0] if key in t2 else None, "bbreplay_events_us": t1[key][1]})
             entries.append(entry)
         floors = {}
         if args.cpu_dry_run:
@@ -304,12 +306,13 @@ def main():
     print(f"machine: {torch.cuda.get_device_name(0) if device == 'cuda' else 'cpu (dry run)'}, torch "
           f"{torch.__version__}; date {time.strftime('%Y-%m-%d')}; trace {args.trace}; {len(rows)} cases; "
           f"bbreplay wall {wall:.1f} s")
-    print(f"{'op':<26}{'signature':<44}{'bbreplay':>9}{'ncu':>9}{'ncu-warm':>9}{'do_bench':>9}{'vs ncu':>8}"
-          f"  kernels (ncu)")
+    print(f"{'op':<26}{'signature':<44}{'bbreplay':>9}{'events':>9}{'ncu':>9}{'ncu-warm':>9}{'do_bench':>9}"
+          f"{'vs ncu':>8}  kernels (ncu)")
     fmt = lambda v: f"{v:.2f}" if v else "-"  # noqa: E731
     for r in rows:
         dev = pct(r["bbreplay_us"], r.get("ncu_all_us"))
-        print(f"{r['op']:<26}{r['signature'][:42]:<44}{r['bbreplay_us']:>9.2f}{fmt(r.get('ncu_all_us')):>9}"
+        print(f"{r['op']:<26}{r['signature'][:42]:<44}{r['bbreplay_us']:>9.2f}{fmt(r.get('bbreplay_events_us')):>9}"
+              f"{fmt(r.get('ncu_all_us')):>9}"
               f"{fmt(r.get('ncu_none_us')):>9}{fmt(r.get('do_bench_us')):>9}"
               f"{(f'{dev:.1f}%' if dev is not None else '-'):>8}  {len(r.get('ncu_kernels', []))}")
     summary = {"cases": len(rows), "bbreplay_wall_s": wall, "floors_us": floors}

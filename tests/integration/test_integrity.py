@@ -53,6 +53,18 @@ class Integrity(ReplayOfProgram):
                 self.assertIsNone(summary["speedup_geomean"])  # a flagged case never enters a speedup
                 self.assertIn(flag, r.stdout)
 
+    def test_no_kernel_is_given_the_same_inputs_twice(self):
+        # A cache keyed on input values (or addresses, or shapes) pays off only where a benchmark
+        # repeats its inputs; this relu raises if it ever sees values again, in checks or timed runs.
+        data, r = self.replay("--backend", ROOT / "tests" / "backends" / "repeat_alarm", "--variants", "traced",
+                              timed=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        relu = [c for c in data["cases"] if c["op"] == "aten::relu"]
+        self.assertEqual(len(relu), 2, r.stdout)
+        for c in relu:
+            self.assertEqual(c["status"], "passed", c)
+            self.assertIsNotNone(c["generated"], c)  # timed, not only checked
+
     def test_native_itself_raises_no_flag(self):
         data, r = self.replay()
         self.assertEqual(r.returncode, 0, r.stdout)

@@ -21,6 +21,8 @@ EXPECTED = {  # folder: (op, flag)
     "thread_launch": ("aten::relu", "escaping-work"),
     "l2_tamper": ("aten::relu", "environment-tampering"),
     "library_call": ("aten::mm", "native-call"),
+    "unwritten_output": ("aten::relu", "unwritten-output"),
+    "blind_profiler": ("aten::relu", "impossible-speed"),
 }
 
 
