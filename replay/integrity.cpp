@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "policy/compare.h"
+#include "policy/integrity.h"
 #include "replay/cuda_timer.h"
 
 namespace bb::replay {
@@ -34,31 +35,6 @@ class PoisoningAllocator final : public c10::Allocator {
   c10::Allocator* inner_;
 };
 
-std::vector<at::Tensor> tensors(const Values& values, size_t limit = SIZE_MAX) {
-  std::vector<at::Tensor> out;
-  for (size_t k = 0; k < values.size() && k < limit; ++k) {
-    const auto& v = values[k];
-    if (v.isTensor() && v.toTensor().defined()) out.push_back(v.toTensor());
-    if (v.isList())
-      for (const auto& e : v.toListRef())
-        if (e.isTensor() && e.toTensor().defined()) out.push_back(e.toTensor());
-  }
-  return out;
-}
-
-// Byte ranges of a tensor's storage.
-std::pair<uintptr_t, uintptr_t> span(const at::Tensor& t) {
-  if (!t.has_storage() || !t.storage().data()) return {0, 0};
-  const auto begin = reinterpret_cast<uintptr_t>(t.storage().data());
-  return {begin, begin + t.storage().nbytes()};
-}
-
-bool overlap(const at::Tensor& a, const at::Tensor& b) {
-  auto [a0, a1] = span(a);
-  auto [b0, b1] = span(b);
-  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
-}
-
 }  // namespace
 
 void install_poisoning_allocator() {
@@ -79,7 +55,7 @@ PoisonScope::~PoisonScope() {
 }
 
 std::string unwritten_elements(const Values& a, const Values& b) {
-  auto ta = tensors(a), tb = tensors(b);
+  auto ta = policy::tensors_of(a), tb = policy::tensors_of(b);
   for (size_t k = 0; k < ta.size() && k < tb.size(); ++k) {
     if (ta[k].sizes() != tb[k].sizes() || ta[k].scalar_type() != tb[k].scalar_type() || ta[k].numel() == 0) continue;
     // Compare the bytes of each element: view as integers of the element's width.
@@ -104,7 +80,7 @@ std::string unwritten_elements(const Values& a, const Values& b) {
 }
 
 bool bitwise_equal(const Values& a, const Values& b) {
-  auto ta = tensors(a), tb = tensors(b);
+  auto ta = policy::tensors_of(a), tb = policy::tensors_of(b);
   if (ta.size() != tb.size()) return false;
   for (size_t k = 0; k < ta.size(); ++k) {
     if (ta[k].sizes() != tb[k].sizes() || ta[k].scalar_type() != tb[k].scalar_type()) return false;
@@ -112,32 +88,6 @@ bool bitwise_equal(const Values& a, const Values& b) {
     if (std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) != 0) return false;
   }
   return true;
-}
-
-std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results,
-                                  size_t outputs) {
-  std::vector<std::string> found;
-  const auto& params = schema.arguments();
-  for (size_t k = 0; k < outputs && k < results.size(); ++k) {
-    for (const at::Tensor& out : tensors({results[k]})) {
-      for (size_t i = 0; i < args.size() && i < params.size(); ++i)
-        for (const at::Tensor& in : tensors({args[i]}))
-          if (overlap(out, in)) found.push_back("result " + std::to_string(k) + " shares memory with argument '" +
-                                                params[i].name() + "'");
-      for (size_t j = 0; j < k; ++j)
-        for (const at::Tensor& other : tensors({results[j]}))
-          if (overlap(out, other))
-            found.push_back("result " + std::to_string(k) + " shares memory with result " + std::to_string(j));
-    }
-  }
-  return found;
-}
-
-bool shares_storage(const Values& earlier, const Values& later, size_t outputs) {
-  for (const at::Tensor& a : tensors(earlier, outputs))
-    for (const at::Tensor& b : tensors(later, outputs))
-      if (overlap(a, b)) return true;
-  return false;
 }
 
 bool within_lower_precision(const at::Tensor& actual, const at::Tensor& reference, policy::Tolerance own) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/integrity.h"
 #include "policy/policy.h"
 
 namespace bb::replay {
@@ -49,14 +50,9 @@ std::string unwritten_elements(const Values& a, const Values& b);
 // Bitwise equality of every tensor in two result lists.
 bool bitwise_equal(const Values& a, const Values& b);
 
-// Pairs (result k, input i) and (result k, result j) that share storage, as text such as
-// "result 0 shares memory with argument 'self'". `outputs` counts the op's returns (the leading
-// entries of `results`); only those are examined.
-std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results,
-                                  size_t outputs);
-
-// Whether any returned tensor of `later` shares storage with one of `earlier`.
-bool shares_storage(const Values& earlier, const Values& later, size_t outputs);
+// (shared with the preload's routing: policy/integrity.h)
+using policy::aliasing;
+using policy::shares_storage;
 
 // Precision downgrade: `actual` is outside `own` tolerance of the float64 reference, yet within the
 // tolerance of a lower precision (float16 or bfloat16 for float32 and float64; bfloat16 for float16).

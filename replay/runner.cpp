@@ -124,27 +124,12 @@ std::string stride_mismatch(const Values& native, const Values& generated) {
   return "";
 }
 
-bool identical(const c10::IValue& a, const c10::IValue& b) {
-  if (a.isTensor() && b.isTensor()) {
-    const at::Tensor &x = a.toTensor(), &y = b.toTensor();
-    if (!x.defined() || !y.defined()) return x.defined() == y.defined();
-    return !policy::compare_tensors(x, y, {0, 0});
-  }
-  if (a.isList() && b.isList()) {
-    auto xs = a.toListRef(), ys = b.toListRef();
-    if (xs.size() != ys.size()) return false;
-    for (size_t k = 0; k < xs.size(); ++k)
-      if (!identical(xs[k], ys[k])) return false;
-  }
-  return true;
-}
-
 // Which arguments a call changed although the schema does not let the op write them.
 std::vector<bool> changed_args(const c10::OperatorHandle& op, const Values& before, const Values& after) {
   const auto& params = op.schema().arguments();
   std::vector<bool> out(params.size(), false);
   for (size_t i = 0; i < params.size() && i < before.size(); ++i)
-    out[i] = !written(params[i]) && !identical(before[i], after[i]);
+    out[i] = !written(params[i]) && !policy::identical(before[i], after[i]);
   return out;
 }
 

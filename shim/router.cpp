@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iomanip>
 #include <mutex>
@@ -11,6 +12,7 @@
 
 #include "backends/op_names.h"
 #include "policy/compare.h"
+#include "policy/integrity.h"
 #include "shim/crash_guard.h"
 #include "backends/op_kinds.h"
 #include "tracer/int_range.h"
@@ -137,9 +139,18 @@ struct Route final : c10::OperatorKernel {
     const size_t base = stack->size() - nargs;
     Stack saved(stack->begin() + base, stack->end());
     if (call_generated(op, ks, stack) == Outcome::Routed) {
-      stats.routed.fetch_add(1, std::memory_order_relaxed);
-      tracer::mark_routed();
-      return;
+      const Stack outputs(stack->begin() + base, stack->end());
+      const std::string alias = policy::undeclared_aliasing(op.schema(), saved, outputs);
+      if (alias.empty()) {
+        stats.routed.fetch_add(1, std::memory_order_relaxed);
+        tracer::mark_routed();
+        return;
+      }
+      // A result in an input's memory where the op makes new memory: the program would see it change.
+      stats.errors.fetch_add(1, std::memory_order_relaxed);
+      note_once(stats.first_error, "aliasing: " + alias);
+      log::warn_once("alias:" + kernel.op, "generated kernel for " + where() + ": " + alias +
+                                               "; its result was discarded and the native kernel ran");
     }
     stack->resize(base);
     stack->insert(stack->end(), saved.begin(), saved.end());
@@ -199,8 +210,9 @@ struct Route final : c10::OperatorKernel {
       at::RecordFunctionGuard untraced(false);
       for (size_t k = base; k < stack->size(); ++k) mine.push_back(clone_value((*stack)[k]));
     }
-    const Stack inputs(stack->begin() + base, stack->end());  // for the report, should they differ
+    const Stack inputs(stack->begin() + base, stack->end());  // native's arguments (and the report's)
     native(op, ks, stack);  // the program continues with these results
+    const Stack my_args = mine;  // the same tensors the kernel gets
     if (call_generated(op, ks, &mine) != Outcome::Routed) return;
     stats.shadowed.fetch_add(1, std::memory_order_relaxed);  // compared
     Bypass bypass;
@@ -211,12 +223,31 @@ struct Route final : c10::OperatorKernel {
     if (mine.size() != outputs) {
       m = policy::Mismatch{"count", std::to_string(mine.size()) + " outputs, native gave " + std::to_string(outputs)};
     }
+    if (!m) m = integrity(op.schema(), inputs, Stack(stack->begin() + base, stack->end()), my_args, mine);
     for (size_t k = 0; !m && k < outputs; ++k)
       m = policy::compare_values((*stack)[base + k], mine[k], tol, "output " + std::to_string(k));
     if (!m) return;
     stats.mismatched.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(stats.mu);
     if (stats.mismatches.size() < kMismatchesKept) stats.mismatches.push_back("(" + args_text(inputs) + ") " + m->detail);
+  }
+
+  // What the kernel did to memory that native does not (docs/integrity.md, shadow mode): results in its
+  // inputs' or each other's memory, or arguments the schema does not let it write changed.
+  static std::optional<policy::Mismatch> integrity(const c10::FunctionSchema& schema, const Stack& native_args,
+                                                   const Stack& native_out, const Stack& args, const Stack& out) {
+    const auto theirs = policy::aliasing(schema, native_args, native_out, native_out.size());
+    for (const auto& a : policy::aliasing(schema, args, out, out.size()))
+      if (std::find(theirs.begin(), theirs.end(), a) == theirs.end())
+        return policy::Mismatch{"aliasing", "aliasing: " + a + ", which native's does not"};
+    const auto& params = schema.arguments();
+    for (size_t i = 0; i < params.size() && i < args.size() && i < native_args.size(); ++i) {
+      if (params[i].alias_info() && params[i].alias_info()->isWrite()) continue;
+      if (!policy::identical(args[i], native_args[i]))
+        return policy::Mismatch{"input-mutation", "input-mutation: the kernel changed argument '" + params[i].name() +
+                                                      "', which the schema does not let it write"};
+    }
+    return std::nullopt;
   }
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }

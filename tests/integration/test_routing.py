@@ -6,6 +6,7 @@ import unittest
 from support import HERE, PYTHON, ROOT, TempDirTest, base_env, load_trace, preload_env, run
 
 BEHAVIOURS = ROOT / "tests" / "backends" / "behaviours"
+CHEATS = ROOT / "tests" / "cheats"
 BROKEN = ROOT / "tests" / "backends" / "broken"
 CPU_REFERENCE = ROOT / "backends" / "cpu_reference"
 
@@ -91,6 +92,34 @@ class Routing(TempDirTest):
         self.assertEqual((row["mode"], row["mismatch"]), ("shadow", "1/1"))
         self.assertRegex(s, r"aten::exp shadow mismatch \(float32\[9\]\) output 0: float32\[9\]: \d+ of 9 elements "
                             r"differ; first at flat index \d+ \(expected [\d.e+-]+, got [\d.e+-]+\); max abs error")
+
+    def test_a_result_in_an_inputs_memory_is_refused_when_routed(self):
+        # clone returning its input: the program would write into what it cloned from.
+        r, s = self.route("import torch\nx = torch.ones(4)\ny = x.clone()\ny.zero_()\nprint(x.tolist())",
+                          backend=CHEATS / "aliasing")
+        self.assertEqual((r.returncode, r.stdout), (0, "[1.0, 1.0, 1.0, 1.0]\n"), r.stderr)
+        self.assertIn("clone.cpp): result 0 shares memory with argument 'self', which the schema does not allow; "
+                      "its result was discarded and the native kernel ran", r.stderr)
+        row = summary_row(s, "aten::clone")
+        self.assertEqual((row["routed"], row["errors"]), ("0", row["calls"]))
+        self.assertIn("aten::clone: first error: aliasing: result 0 shares memory with argument 'self'", s)
+
+    def test_shadow_mode_reports_a_kernel_that_changes_its_input(self):
+        policy = self.write_policy("version: 1\nops:\n  aten::relu: {mode: shadow}\n")
+        r, s = self.route("import torch\nx = torch.linspace(-1, 1, 8)\ny = torch.relu(x)\n"
+                          "print(x.min().item(), y.min().item())", backend=CHEATS / "input_mutation", BB_POLICY=policy)
+        self.assertEqual((r.returncode, r.stdout), (0, "-1.0 0.0\n"), r.stderr)  # the program's input is intact
+        self.assertEqual(summary_row(s, "aten::relu")["mismatch"], "1/1")
+        self.assertIn("aten::relu shadow mismatch (float32[8]) input-mutation: the kernel changed argument 'self', "
+                      "which the schema does not let it write", s)
+
+    def test_shadow_mode_reports_a_result_in_an_inputs_memory(self):
+        policy = self.write_policy("version: 1\nops:\n  aten::clone: {mode: shadow}\n")
+        r, s = self.route("import torch\nx = torch.ones(3)\nprint(x.clone().tolist())", backend=CHEATS / "aliasing",
+                          BB_POLICY=policy)
+        self.assertEqual((r.returncode, r.stdout), (0, "[1.0, 1.0, 1.0]\n"), r.stderr)
+        self.assertIn("aten::clone shadow mismatch (float32[3]) aliasing: result 0 shares memory with argument "
+                      "'self', which native's does not", s)
 
     def test_policy_conditions_narrow_routing(self):
         policy = self.write_policy("version: 1\nops:\n  aten::relu:\n    when: {dtype: [float64], rank: [1, 1]}\n")

@@ -1,0 +1,43 @@
+// Integrity checks shared by the preload's routing (route and shadow modes) and bbreplay: which
+// results share memory with arguments or with each other, and whether two values are the same.
+// Runs ATen ops (comparisons): callers keep them out of routing and tracing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bb::policy {
+
+using Values = std::vector<c10::IValue>;
+
+// The defined tensors among the first `limit` values, lists opened.
+std::vector<at::Tensor> tensors_of(const Values& values, size_t limit = SIZE_MAX);
+
+// Whether two tensors' storages overlap (empty or storage-less tensors overlap nothing).
+bool overlap(const at::Tensor& a, const at::Tensor& b);
+
+// Pairs (result k, input i) and (result k, result j) that share storage, as text such as
+// "result 0 shares memory with argument 'self'". `outputs` counts the op's returns (the leading
+// entries of `results`); only those are examined.
+std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results,
+                                  size_t outputs);
+
+// Sharing that the schema does not declare: a return overlapping an argument or another return with
+// which it has no alias set in common (`Tensor(a) self -> Tensor(a)` declares views and in-place
+// results). "" when none; else the first, as text.
+std::string undeclared_aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results);
+
+// Whether any returned tensor of `later` shares storage with one of `earlier`.
+bool shares_storage(const Values& earlier, const Values& later, size_t outputs);
+
+// Equal values: tensors equal element by element with no tolerance (NaN equals NaN), lists element by
+// element; anything else counts as equal (not compared).
+bool identical(const c10::IValue& a, const c10::IValue& b);
+
+}  // namespace bb::policy
