@@ -172,20 +172,27 @@ class Maker {
   at::Generator generator(size_t arg, size_t elem) const {
     uint64_t h = o_.seed * 0x9E3779B97F4A7C15ull + arg * 0x100000001B3ull + elem * 0xBF58476D1CE4E5B9ull;
     h ^= std::hash<std::string>()(o_.variant) + std::hash<std::string>()(call_.op.schema().name());
+    if (drawn_on_device()) {
+      at::Generator g = at::globalContext().defaultGenerator(o_.device).clone();
+      g.set_current_seed(h);
+      return g;
+    }
     return at::detail::createCPUGenerator(h);
   }
 
+  bool drawn_on_device() const { return o_.on_device && !o_.device.is_cpu() && !o_.device.is_meta(); }
+
   at::Tensor fill(int64_t numel, c10::ScalarType t, const std::optional<Range>& range, const std::string& name,
                   at::Generator gen) const {
-    auto cpu = at::TensorOptions().device(c10::kCPU);
-    if (t == at::kBool) return at::randint(0, 2, {numel}, gen, cpu.dtype(at::kLong)).to(at::kBool);
+    auto where = at::TensorOptions().device(drawn_on_device() ? o_.device : c10::Device(c10::kCPU));
+    if (t == at::kBool) return at::randint(0, 2, {numel}, gen, where.dtype(at::kLong)).to(at::kBool);
     if (c10::isIntegralType(t, false)) {
       const bool is_unsigned = t == at::kByte || t == at::kUInt16 || t == at::kUInt32 || t == at::kUInt64;
       Range r = range.value_or(is_unsigned ? Range{0, 15} : Range{-8, 8});
-      return at::randint(r.first, r.second + 1, {numel}, gen, cpu.dtype(at::kLong)).to(t);
+      return at::randint(r.first, r.second + 1, {numel}, gen, where.dtype(at::kLong)).to(t);
     }
     // Not centred on zero, not confined to [0, 1): identity kernels fail relu and abs.
-    at::Tensor x = at::normal(0.25, 1.0, {numel}, gen, cpu.dtype(at::kDouble));
+    at::Tensor x = at::normal(0.25, 1.0, {numel}, gen, where.dtype(at::kDouble));
     if (positive_only(name)) x = x.abs() + 0.1;
     return x.to(t);
   }

@@ -30,6 +30,9 @@ struct InputOptions {
   c10::Device device = c10::kCPU;
   uint64_t seed = 0;
   std::string variant = "traced";  // traced | noncontiguous | special-values | empty | scalar | odd-size
+  // Values drawn on `device` by its own generator (same seed, other values than the CPU's; no
+  // host-side filling and copying of large inputs). Off: drawn on the CPU, the same on every device.
+  bool on_device = false;
 };
 
 // Why a call cannot be rebuilt (nondeterministic op, symbolic shapes, ...), or "".
