@@ -263,9 +263,16 @@ def main():
     trace = yaml.safe_load(Path(args.trace).read_text())
     device = "cpu" if args.cpu_dry_run else "cuda"
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    began = time.time()
+
+    def progress(what):  # on stderr as it goes: a run cut short still says how far it got
+        print(f"[{time.time() - began:6.1f} s] {what}", file=sys.stderr, flush=True)
+
     with tempfile.TemporaryDirectory() as tmp:
         first, wall = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "a.json")
+        progress(f"bbreplay: {wall:.1f} s")
         second, _ = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "b.json")
+        progress("bbreplay again")
         t1, t2 = replayed_times(first), replayed_times(second)
         rows, entries = [], []
         for op, sig, k, entry in traced_cases(trace, ops):
@@ -284,6 +291,7 @@ def main():
             if os.path.exists(ncu):
                 for cache in ("all", "none"):
                     times, floors[f"ncu_{cache}_us"] = ncu_times(ncu, entries, args.reps, tmp, cache)
+                    progress(f"ncu --cache-control {cache}: {'done' if times else 'failed'}")
                     for row, t in zip(rows, times or []):
                         row[f"ncu_{cache}_us"] = t["us"]
                         row["ncu_kernels"] = t["kernels"]
@@ -293,6 +301,7 @@ def main():
                 except Exception as e:  # noqa: BLE001 (no triton, or the call cannot run)
                     row["do_bench_us"] = None
                     print(f"  do_bench failed for {row['op']}({row['signature']}): {e}", file=sys.stderr)
+            progress("do_bench")
             floors["cupti_us"] = cupti_floor_us(torch)
         for row in rows:
             print(f"{row['op']}({row['signature']}): " + ", ".join(
