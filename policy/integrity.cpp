@@ -121,5 +121,4 @@ bool identical(const c10::IValue& a, const c10::IValue& b) {
   return true;
 }
 
-
 }  // namespace bb::policy

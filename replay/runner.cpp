@@ -264,7 +264,7 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     return result;
   };
   Values previous;  // the kernel's (correct) result on the previous pair's inputs
-  double making_inputs = 0;  // seconds: not part of the budget (inputs are made on the CPU, then copied)
+  double making_inputs = 0;  // seconds spent making inputs: not part of the budget
   auto pair = [&](int rep, bool native_first) {
     // (seeds 7919·k apart from the checks' own; warm-ups are rep -2 and -1)
     const auto made = std::chrono::steady_clock::now();

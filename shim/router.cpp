@@ -244,8 +244,9 @@ struct Route final : c10::OperatorKernel {
     for (size_t i = 0; i < params.size() && i < args.size() && i < native_args.size(); ++i) {
       if (params[i].alias_info() && params[i].alias_info()->isWrite()) continue;
       if (!policy::identical(args[i], native_args[i]))
-        return policy::Mismatch{"input-mutation", "input-mutation: the kernel changed argument '" + params[i].name() +
-                                                      "', which the schema does not let it write"};
+        return policy::Mismatch{"input-mutation", "input-mutation: argument '" + params[i].name() +
+                                                      "', which the schema does not let the op write, differs from "
+                                                      "native's after the call"};
     }
     return std::nullopt;
   }

@@ -110,8 +110,8 @@ class Routing(TempDirTest):
                           "print(x.min().item(), y.min().item())", backend=CHEATS / "input_mutation", BB_POLICY=policy)
         self.assertEqual((r.returncode, r.stdout), (0, "-1.0 0.0\n"), r.stderr)  # the program's input is intact
         self.assertEqual(summary_row(s, "aten::relu")["mismatch"], "1/1")
-        self.assertIn("aten::relu shadow mismatch (float32[8]) input-mutation: the kernel changed argument 'self', "
-                      "which the schema does not let it write", s)
+        self.assertIn("aten::relu shadow mismatch (float32[8]) input-mutation: argument 'self', which the schema does "
+                      "not let the op write, differs from native's after the call", s)
 
     def test_shadow_mode_reports_a_result_in_an_inputs_memory(self):
         policy = self.write_policy("version: 1\nops:\n  aten::clone: {mode: shadow}\n")
