@@ -75,25 +75,33 @@ std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Value
   return found;
 }
 
+std::string aliasing_native_lacks(const c10::FunctionSchema& schema, const Values& native_args,
+                                  const Values& native_results, const Values& args, const Values& results,
+                                  size_t outputs) {
+  const auto theirs = aliasing(schema, native_args, native_results, outputs);
+  for (const auto& a : aliasing(schema, args, results, outputs))
+    if (std::find(theirs.begin(), theirs.end(), a) == theirs.end()) return a;
+  return "";
+}
+
 std::string undeclared_aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results) {
+  // Runs after every routed call: each value's tensors gathered once; the schema is read only for an overlap.
   const auto& params = schema.arguments();
   const auto& returns = schema.returns();
-  for (size_t k = 0; k < returns.size() && k < results.size(); ++k) {
+  std::vector<std::pair<size_t, at::Tensor>> ins, outs;
+  for (size_t i = 0; i < args.size() && i < params.size(); ++i)
+    for (const at::Tensor& t : tensors_of({args[i]})) ins.emplace_back(i, t);
+  for (size_t k = 0; k < results.size() && k < returns.size(); ++k) {
     for (const at::Tensor& out : tensors_of({results[k]})) {
-      for (size_t i = 0; i < args.size() && i < params.size(); ++i) {
-        if (declared(returns[k], params[i])) continue;
-        for (const at::Tensor& in : tensors_of({args[i]}))
-          if (overlap(out, in))
-            return "result " + std::to_string(k) + " shares memory with argument '" + params[i].name() +
-                   "', which the schema does not allow";
-      }
-      for (size_t j = 0; j < k; ++j) {
-        if (declared(returns[k], returns[j])) continue;
-        for (const at::Tensor& other : tensors_of({results[j]}))
-          if (overlap(out, other))
-            return "result " + std::to_string(k) + " shares memory with result " + std::to_string(j) +
-                   ", which the schema does not allow";
-      }
+      for (const auto& [i, in] : ins)
+        if (overlap(out, in) && !declared(returns[k], params[i]))
+          return "result " + std::to_string(k) + " shares memory with argument '" + params[i].name() +
+                 "', which the schema does not allow";
+      for (const auto& [j, other] : outs)
+        if (j != k && overlap(out, other) && !declared(returns[k], returns[j]))
+          return "result " + std::to_string(k) + " shares memory with result " + std::to_string(j) +
+                 ", which the schema does not allow";
+      outs.emplace_back(k, out);
     }
   }
   return "";

@@ -28,6 +28,12 @@ bool overlap(const at::Tensor& a, const at::Tensor& b);
 std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results,
                                   size_t outputs);
 
+// The first entry of aliasing() for the kernel's call (args, results) that native's call of the same op
+// (native_args, native_results) does not show; "" when none.
+std::string aliasing_native_lacks(const c10::FunctionSchema& schema, const Values& native_args,
+                                  const Values& native_results, const Values& args, const Values& results,
+                                  size_t outputs);
+
 // Sharing that the schema does not declare: a return overlapping an argument or another return with
 // which it has no alias set in common (`Tensor(a) self -> Tensor(a)` declares views and in-place
 // results). "" when none; else the first, as text.

@@ -4,7 +4,6 @@
 #include <ATen/record_function.h>
 #include <torch/library.h>
 
-#include <algorithm>
 #include <atomic>
 #include <iomanip>
 #include <mutex>
@@ -236,10 +235,8 @@ struct Route final : c10::OperatorKernel {
   // inputs' or each other's memory, or arguments the schema does not let it write changed.
   static std::optional<policy::Mismatch> integrity(const c10::FunctionSchema& schema, const Stack& native_args,
                                                    const Stack& native_out, const Stack& args, const Stack& out) {
-    const auto theirs = policy::aliasing(schema, native_args, native_out, native_out.size());
-    for (const auto& a : policy::aliasing(schema, args, out, out.size()))
-      if (std::find(theirs.begin(), theirs.end(), a) == theirs.end())
-        return policy::Mismatch{"aliasing", "aliasing: " + a + ", which native's does not"};
+    if (std::string a = policy::aliasing_native_lacks(schema, native_args, native_out, args, out, out.size()); !a.empty())
+      return policy::Mismatch{"aliasing", "aliasing: " + a + ", which native's does not"};
     const auto& params = schema.arguments();
     for (size_t i = 0; i < params.size() && i < args.size() && i < native_args.size(); ++i) {
       if (params[i].alias_info() && params[i].alias_info()->isWrite()) continue;
