@@ -11,7 +11,8 @@ its calls) — and under do_bench. ncu runs with --cache-control all (caches flu
 as bbreplay evicts L2 before every run: the comparison) and none (warm caches: how much the cache state
 matters). The empty marker kernel, timed by ncu and by CUPTI's activity records (torch.profiler), shows
 each tool's fixed cost per kernel. Targets (issue 5): median |bbreplay - ncu| / ncu at most 3% over cases
-of 10 us and longer; run-to-run spread at most 1%.
+of 10 us and longer that run one kernel (a call of several is not comparable: see versus()); run-to-run
+spread at most 1%.
 
     python3 scripts/timing_fidelity.py TRACE --ops aten::addmm,aten::relu --json out.json
     python3 scripts/timing_fidelity.py TRACE --cpu-dry-run      # the plumbing only: no GPU, ncu or triton
@@ -329,20 +330,26 @@ def main():
         summary["run_to_run_spread_pct_median"] = statistics.median(spread)
         print(f"bbreplay run-to-run spread: median {summary['run_to_run_spread_pct_median']:.2f}% (target <= 1%)")
 
-    def versus(key, label, target="", net=False):
+    def versus(key, label, target="", net=False, single=False):
         fa, fb = floors.get("cupti_us") or 0.0, floors.get(f"{key}_us") or 0.0
         devs = []
         for r in rows:
             b, n = r["bbreplay_us"], r.get(f"{key}_us")
-            if not n or n < args.min_us:
+            if not n or n < args.min_us or (single and len(r["ncu_kernels"]) != 1):
                 continue
             devs.append(pct(b - fa * len(r["ncu_kernels"]), n - fb * len(r["ncu_kernels"])) if net else pct(b, n))
         if devs:
-            summary[f"vs_{key}{'_net' if net else ''}_pct_median"] = statistics.median(devs)
-            print(f"bbreplay vs {label}, cases >= {args.min_us:g} us: median |deviation| "
-                  f"{statistics.median(devs):.2f}% over {len(devs)} cases{target}")
+            name = f"vs_{key}{'_net' if net else ''}{'_single_kernel' if single else ''}_pct_median"
+            summary[name] = statistics.median(devs)
+            print(f"bbreplay vs {label}, {'one-kernel ' if single else ''}cases >= {args.min_us:g} us: median "
+                  f"|deviation| {statistics.median(devs):.2f}% over {len(devs)} cases{target}")
 
-    versus("ncu_all", "ncu (caches flushed, as bbreplay)", " (target <= 3%)")
+    # A call of several kernels is not one kernel to ncu: --cache-control all invalidates the caches
+    # before each of them (the second kernel of a split-K mm finds its partial sums evicted) and each
+    # pays ncu's fixed cost, so the sum over them is no time the call takes in any run. The target is
+    # read on one-kernel calls; all calls are shown too.
+    versus("ncu_all", "ncu (caches flushed, as bbreplay)", " (target <= 3%)", single=True)
+    versus("ncu_all", "ncu (caches flushed, as bbreplay)")
     versus("ncu_none", "ncu (caches warm)")
     if floors.get("cupti_us") and floors.get("ncu_all_us"):
         print(f"empty kernel: {floors['cupti_us']:.2f} us by CUPTI records (as bbreplay), "
