@@ -2,7 +2,8 @@
 """What tracing costs, end to end, in one run.
 
 For each configuration — no preload, preload with BB_DISABLE=1, preload tracing (with CUPTI device
-timing on CUDA: the default), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing
+timing on CUDA: the default), the same with sampled device timing (traced-sampled:
+BB_DEVICE_TIME_SAMPLE=10/100, 10 ms of every 100 ms), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing
 with CUPTI recording kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
 torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
 sample backend under a policy whose condition is false for these calls (tracing off: the cost of
@@ -25,7 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "traced", "shapes-only", "cupti-kernels", "profiler", "route-unmet"]
+CONFIGS = ["none", "disabled", "traced", "traced-sampled", "shapes-only", "cupti-kernels", "profiler", "route-unmet"]
+SAMPLE = "10/100"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
 
@@ -106,13 +108,15 @@ def worker(args):
 
 def run_config(args, config):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
-    if config in ("disabled", "traced", "shapes-only", "cupti-kernels", "route-unmet"):
+    if config in ("disabled", "traced", "traced-sampled", "shapes-only", "cupti-kernels", "route-unmet"):
         env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
         env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
     if config == "disabled":
         env["BB_DISABLE"] = "1"
     if config == "shapes-only":  # tracing without CUPTI device timing
         env["BB_DEVICE_TIME"] = "0"
+    if config == "traced-sampled":
+        env["BB_DEVICE_TIME_SAMPLE"] = SAMPLE
     if config == "cupti-kernels":  # CUPTI's kernel records without tying them to ops: CUPTI's own share
         env["BB_CUPTI_MODE"] = "kernels-only"
     if config == "route-unmet":
@@ -125,7 +129,13 @@ def run_config(args, config):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"{config} failed:\n{r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    trace = env.get("BB_TRACE", "off")
+    if config.startswith("traced") and args.device == "cuda" and os.path.exists(trace):
+        import yaml  # what device timing did: a run that timed nothing must not pass as cheap
+        result["device_timing"] = yaml.safe_load(Path(trace).read_text())["meta"].get("device_timing")
+        os.unlink(trace)
+    return result
 
 
 def describe_machine(device):
@@ -187,15 +197,23 @@ def main():
     print(f"tiny op: torch.add on 1-element {args.device} tensors, best of {args.reps} x {args.iters} per "
           f"process, best over {args.rounds} rounds (median in brackets); step: {model}, median of "
           f"{args.steps} steps, median over rounds")
-    print(f"{'config':<12}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
+    print(f"{'config':<16}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
     for c in configs:
         m = med[c]
-        print(f"{c:<12}{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
+        print(f"{c:<16}{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
               f"{m['op_us'] - base['op_us']:>+10.2f}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}")
     prof_cost = med["profiler"]["op_us"] - base["op_us"] if "profiler" in med else 0
     ours = med["traced"]["op_us"] - base["op_us"] if "traced" in med else 0
     if prof_cost > 0 and "traced" in med:
         print(f"tracing costs {ours / prof_cost:.2f}x the profiler's per-op overhead")
+    if prof_cost > 0 and "traced-sampled" in med:
+        sampled = med["traced-sampled"]["op_us"] - base["op_us"]
+        print(f"tracing with sampled device timing ({SAMPLE} ms) costs {sampled / prof_cost:.2f}x the profiler's "
+              f"per-op overhead")
+        for x in rounds["traced-sampled"][-1:]:
+            d = x.get("device_timing") or {}
+            print(f"  last round's trace: status {d.get('status')}, {d.get('sampled')}, windows {d.get('windows')}, "
+                  f"calls timed {d.get('calls_timed')}, cut {d.get('cut_calls')}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "model": args.model, "rounds": rounds, "median": med,

@@ -1,6 +1,7 @@
 #include "shim/config.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -12,6 +13,22 @@ namespace {
 bool truthy(const char* v) {
   return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0 &&
          std::strcmp(v, "no") != 0;
+}
+
+// "ON/PERIOD" in milliseconds, 0 < ON < PERIOD <= 60000; "off" or "0": every call. Empty on success,
+// else what is wrong.
+std::string parse_sampling(const std::string& v, Config& c) {
+  if (v == "off" || v == "0" || v == "all") {
+    c.sample_on_ms = c.sample_period_ms = 0;
+    return "";
+  }
+  unsigned on = 0, period = 0;
+  char extra = 0;
+  if (std::sscanf(v.c_str(), "%u/%u%c", &on, &period, &extra) != 2 || on == 0 || on >= period || period > 60000)
+    return "is not ON/PERIOD in milliseconds with 0 < ON < PERIOD <= 60000 (e.g. 10/100), or off";
+  c.sample_on_ms = on;
+  c.sample_period_ms = period;
+  return "";
 }
 
 template <class T>
@@ -35,7 +52,7 @@ void read_config_file(const std::string& file, Config& c) {
   if (root.IsNull()) return;
   if (!root.IsMap()) r.fail(root, "expected a map of settings");
   r.only_keys(root, {"disable", "trace", "log", "flush_seconds", "max_signatures", "int_ranges", "device_time",
-                     "timeline", "timeline_max_events", "backend", "policy", "summary"});
+                     "device_time_sample", "timeline", "timeline_max_events", "backend", "policy", "summary"});
   c.disabled = r.optional<bool>(root, "disable", c.disabled, "true or false");
   if (YAML::Node t = root["trace"]) {
     if (t.IsScalar() && (t.Scalar() == "off" || t.Scalar() == "false")) {
@@ -55,6 +72,10 @@ void read_config_file(const std::string& file, Config& c) {
   if (c.max_signatures == 0) r.fail(root["max_signatures"], "max_signatures must be positive");
   c.int_ranges = r.optional<bool>(root, "int_ranges", c.int_ranges, "true or false");
   c.device_time = r.optional<bool>(root, "device_time", c.device_time, "true or false");
+  if (YAML::Node s = root["device_time_sample"]) {
+    const std::string v = r.scalar<std::string>(s, "ON/PERIOD in milliseconds, or off");
+    if (std::string why = parse_sampling(v, c); !why.empty()) r.fail(s, "device_time_sample '" + v + "' " + why);
+  }
   if (YAML::Node t = root["timeline"]) c.timeline = r.path(t, "a timeline file path");
   c.timeline_max_events =
       r.optional<size_t>(root, "timeline_max_events", c.timeline_max_events, "a positive integer");
@@ -102,6 +123,16 @@ Config config_from_env(const Getenv& getenv) {
   read_number<size_t>(getenv, "BB_MAX_SIGNATURES", 1, 100000000, c.max_signatures, c);
   if (const char* v = getenv("BB_INT_RANGES"); v && *v) c.int_ranges = truthy(v);
   if (const char* v = getenv("BB_DEVICE_TIME"); v && *v) c.device_time = truthy(v);
+  if (const char* v = getenv("BB_DEVICE_TIME_SAMPLE"); v && *v) {
+    Config tried = c;
+    if (std::string why = parse_sampling(v, tried); why.empty()) {
+      c.sample_on_ms = tried.sample_on_ms;
+      c.sample_period_ms = tried.sample_period_ms;
+    } else {
+      c.problems.push_back(std::string("BB_DEVICE_TIME_SAMPLE='") + v + "' " + why + "; timing every call");
+      c.sample_on_ms = c.sample_period_ms = 0;
+    }
+  }
   if (const char* v = getenv("BB_TIMELINE"); v && *v) c.timeline = v;
   read_number<size_t>(getenv, "BB_TIMELINE_MAX_EVENTS", 1, 1000000000, c.timeline_max_events, c);
   if (const char* v = getenv("BB_BACKEND"); v && *v) c.backend = v;

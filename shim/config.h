@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct Config {
   size_t max_signatures = 100000;  // BB_MAX_SIGNATURES
   bool int_ranges = true;        // BB_INT_RANGES=0 turns value-range sampling off
   bool device_time = true;       // BB_DEVICE_TIME=0 turns CUPTI device timing off
+  uint32_t sample_on_ms = 0;     // BB_DEVICE_TIME_SAMPLE=ON/PERIOD (ms): device time recorded in
+  uint32_t sample_period_ms = 0; //   windows of ON ms every PERIOD ms; 0/0 = every call
   std::string timeline;          // BB_TIMELINE: write a Chrome-trace timeline here at exit; %p pid, %r rank
   size_t timeline_max_events = 1000000;  // BB_TIMELINE_MAX_EVENTS: per kind (ops, launches, kernels)
   std::string backend;           // BB_BACKEND: route the ops this backend folder provides

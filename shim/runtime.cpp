@@ -87,6 +87,8 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   timing.timeline = !cfg.timeline.empty() && cfg.device_time;
   timing.timeline_max_events = cfg.timeline_max_events;
   timing.torch_lib_dir = dir_of(boot.torch_lib);
+  timing.sample_on_ms = cfg.sample_on_ms;
+  timing.sample_period_ms = cfg.sample_period_ms;
   tracer::configure_device_timing(timing);
   std::string timeline_path;
   if (timing.timeline) {

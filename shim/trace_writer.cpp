@@ -162,6 +162,9 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
     d.dropped_records = times->health.dropped;
     d.unfinished_records = times->health.unfinished;
     d.incomplete_calls = times->health.calls_incomplete;
+    d.sampled = times->sampled;
+    d.windows = times->windows;
+    d.cut_calls = times->health.calls_cut;
     d.unattributed = times->health.unattributed;
     d.unattributed_ns = times->health.unattributed_ns;
     d.unattributed_kernels = by_launches(times->health.unattributed_names);

@@ -15,6 +15,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +25,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -183,6 +186,32 @@ std::string cupti_conflict() {
   return "";
 }
 
+// Sampled timing: closes the window on_ms after each period starts and opens the next, on its own
+// thread (no signals delivered to it), until timing stops. Each window is timed from the period's
+// start, so slow CUPTI calls do not make the schedule drift.
+void start_sampler(devtime::DeviceTimer* timer) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  try {
+    std::thread([timer] {
+      using clock = std::chrono::steady_clock;
+      const auto on = std::chrono::milliseconds(timer->sampling().on_ms);
+      const auto period = std::chrono::milliseconds(timer->sampling().period_ms);
+      for (auto start = clock::now();; start += period) {
+        std::this_thread::sleep_until(start + on);
+        if (!timer->window(false)) return;
+        std::this_thread::sleep_until(start + period);
+        if (!timer->window(true)) return;
+      }
+    }).detach();
+  } catch (const std::system_error& e) {
+    log::warn(std::string("sampled device timing: cannot start its thread (") + e.what() +
+              "); the first window stays open: every call is timed");
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 void start_device_timing() {
   if (!g_timing_options.enabled) return;
   devtime::CollectorOptions o;
@@ -206,11 +235,15 @@ void start_device_timing() {
 #else
   if (conflict.empty()) conflict = "this build has no CUPTI headers";
 #endif
-  auto* timer = new devtime::DeviceTimer(std::move(api), o, [](const std::string& m) { log::warn(m); });
+  const devtime::Sampling sampling{g_timing_options.sample_on_ms, g_timing_options.sample_period_ms};
+  auto* timer =
+      new devtime::DeviceTimer(std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
   if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))
     listen(&on_cupti_event);
   g_timer.store(timer);
-  if (timer->start(conflict)) set_op_hooks(&timer_op_start, &timer_op_end);
+  if (!timer->start(conflict)) return;
+  set_op_hooks(&timer_op_start, &timer_op_end);
+  if (sampling.enabled()) start_sampler(timer);
 }
 
 // Runs at exit before the CUDA runtime's own teardown: last collection, waiting up to 200 ms.
@@ -278,9 +311,10 @@ void configure_device_timing(const DeviceTimingOptions& options) { g_timing_opti
 
 DeviceTimes device_times() {
   devtime::DeviceTimer* t = g_timer.load();
-  if (!t) return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}};
+  if (!t) return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", 0};
   if (::getpid() == g_owner_pid) t->round();
-  return {t->status(), t->collector().by_signature(), t->collector().health()};
+  return {t->status(), t->collector().by_signature(), t->collector().health(), t->sampling().describe(),
+          t->windows()};
 }
 
 devtime::Collector::Timeline device_timeline() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -28,6 +29,8 @@ struct DeviceTimingOptions {
   bool timeline = false;                 // keep events for BB_TIMELINE
   size_t timeline_max_events = 1000000;  // per kind
   std::string torch_lib_dir;             // where to look for torch's libcupti when none is loaded
+  uint32_t sample_on_ms = 0;             // BB_DEVICE_TIME_SAMPLE=ON/PERIOD: record ON ms of every
+  uint32_t sample_period_ms = 0;         // PERIOD ms (0: every call)
 };
 // Call before install_cuda_support(). Timing starts when an op first uses a CUDA device.
 void configure_device_timing(const DeviceTimingOptions& options);
@@ -36,6 +39,8 @@ struct DeviceTimes {
   std::string status;  // on | off: why | stopped: why
   std::map<uint32_t, devtime::SignatureTime> by_signature;
   devtime::Health health;
+  std::string sampled;   // "10 ms of every 100 ms"; empty: every call timed
+  uint64_t windows = 0;  // sampled: windows opened
 };
 // Collects finished records first (not after the final collection at exit).
 DeviceTimes device_times();

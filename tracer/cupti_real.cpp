@@ -86,6 +86,7 @@ constexpr CUpti_ActivityKind kExternalKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CO
 constexpr size_t kBufferBytes = 8 << 20;
 
 std::atomic<Collector*> g_sink{nullptr};
+std::atomic<bool> g_recording{true};  // false between sampled timing's windows: launches are not tied to ops
 Fns g_fns;
 
 // Callback mode: the op stack of this thread, read by the launch callback, and the links it made
@@ -256,8 +257,11 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   if (!runtime && t_ops.in_runtime) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  const bool recording = g_recording.load(std::memory_order_relaxed);
   if (cb->callbackSite == CUPTI_API_ENTER) {
     if (runtime) t_ops.in_runtime = true;
+    t_ops.api_start = 0;
+    if (!recording) return;  // between sampled windows
     const int d = t_ops.depth;
     if (d > 0 && d <= kMaxDepth) {
       if (!t_ops.batch) {
@@ -278,7 +282,7 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
     return;
   }
   if (runtime) t_ops.in_runtime = false;
-  if (timeline) {
+  if (timeline && recording && t_ops.api_start) {
     ApiCall c;
     c.correlation = cb->correlationId;
     c.start = t_ops.api_start;
@@ -390,6 +394,22 @@ class RealCupti : public CuptiApi {
   }
 
   bool uses_callbacks() const override { return mode_ == CuptiMode::Callback; }
+
+  // Linking on before the records (a launch in between is linked and has no record: its link
+  // expires); records off before linking.
+  std::string record(bool on) override {
+    if (on) {
+      g_recording.store(true);
+      return enable_kinds(kKinds);
+    }
+    std::string err;
+    for (CUpti_ActivityKind k : kKinds)
+      if (auto e = call("cuptiActivityDisable(kind " + std::to_string(k) + ")", g_fns.activityDisable(k));
+          err.empty())
+        err = e;
+    g_recording.store(false);
+    return err;
+  }
 
   void push(uint64_t external) override {
     if (mode_ == CuptiMode::KernelsOnly || mode_ == CuptiMode::Watch) return;

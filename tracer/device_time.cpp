@@ -122,7 +122,7 @@ void Collector::add_activity(DeviceActivity a, uint64_t now) {
   if (a.end == 0) {
     ++health_.unfinished;
     auto link = links_.find(a.correlation);
-    if (link != links_.end() && incomplete_.insert(link->second.external).second) {
+    if (link != links_.end() && incomplete_.emplace(link->second.external, round_).second) {
       pending_.erase(link->second.external);
       ++health_.calls_incomplete;
     }
@@ -149,6 +149,14 @@ void Collector::add_activity(DeviceActivity a, uint64_t now) {
     w.round = round_;
     w.activities.push_back(std::move(a));
   }
+}
+
+void Collector::exclude(uint64_t external) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!health_.stopped.empty()) return;
+  if (!incomplete_.emplace(external, round_).second) return;
+  pending_.erase(external);
+  ++health_.calls_cut;
 }
 
 void Collector::attribute(const DeviceActivity& a, uint64_t external) {
@@ -211,7 +219,10 @@ void Collector::settle(bool all) {
       ++it;
     }
   }
-  if (all) incomplete_.clear();
+  for (auto it = incomplete_.begin(); it != incomplete_.end();) {
+    if (all || round_ - it->second >= 8) it = incomplete_.erase(it);
+    else ++it;
+  }
   for (auto it = links_.begin(); it != links_.end();) {
     if (all || round_ - it->second.round >= 8) it = links_.erase(it);
     else ++it;

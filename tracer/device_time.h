@@ -17,7 +17,6 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace bb::devtime {
@@ -87,6 +86,7 @@ struct Health {
   uint64_t activities = 0;      // device records accepted
   uint64_t unfinished = 0;      // returned by a forced flush before they ended (end == 0): dropped
   uint64_t calls_incomplete = 0;  // calls with such a record: not timed (their sum would be short)
+  uint64_t calls_cut = 0;       // sampled timing: calls a window opened or closed during: not timed
   uint64_t dropped = 0;         // records CUPTI itself dropped (buffers full)
   uint64_t bad_clock = 0;       // records outside the session's clock range: timing stopped
   uint64_t unattributed = 0;    // device activity launched outside any traced op call
@@ -118,6 +118,9 @@ class Collector {
   void add_activity(DeviceActivity activity, uint64_t now);
   void add_dropped(uint64_t n);
   void add_op(const OpEvent& op);  // timeline only
+  // Sampled timing: this call ran while a window opened or closed, so some of its work was not
+  // recorded: it is left out (what it has, and what still comes for it) and counted in calls_cut.
+  void exclude(uint64_t external);
   // Ends a round: calls without new records for two rounds become final; with `final`, all do.
   void end_round(bool final);
 
@@ -166,7 +169,8 @@ class Collector {
   };
   std::unordered_map<uint32_t, Waiting> waiting_;            // activities that came before their link
   std::unordered_map<uint64_t, PendingCall> pending_;        // external id -> call so far
-  std::unordered_set<uint64_t> incomplete_;                  // calls that had an unfinished record
+  std::unordered_map<uint64_t, uint64_t> incomplete_;        // calls left out (unfinished record or
+                                                             // cut) -> the round; kept 8 rounds
   std::map<uint32_t, SignatureTime> sigs_;
   std::map<std::string, std::string> demangled_;
   Health health_;

@@ -7,18 +7,28 @@ namespace {
 
 constexpr int kMaxDepth = 256;
 
-// The calls this thread pushed, for the timeline's op events.
+// The calls this thread pushed: their ids, start times (timeline) and the sampling epoch they began in.
 struct OpStack {
   uint64_t external[kMaxDepth];
   uint64_t start[kMaxDepth];
+  uint64_t epoch[kMaxDepth];
   int depth = 0;
 };
 thread_local OpStack t_ops;
 
 }  // namespace
 
-DeviceTimer::DeviceTimer(std::unique_ptr<CuptiApi> api, CollectorOptions options, Warn warn)
-    : api_(std::move(api)), collector_(options), timeline_(options.timeline), warn_(std::move(warn)) {}
+std::string Sampling::describe() const {
+  if (!enabled()) return "";
+  return std::to_string(on_ms) + " ms of every " + std::to_string(period_ms) + " ms";
+}
+
+DeviceTimer::DeviceTimer(std::unique_ptr<CuptiApi> api, CollectorOptions options, Warn warn, Sampling sampling)
+    : api_(std::move(api)),
+      collector_(options),
+      timeline_(options.timeline),
+      warn_(std::move(warn)),
+      sampling_(sampling) {}
 
 bool DeviceTimer::start(const std::string& conflict) {
   std::lock_guard<std::mutex> lock(control_);
@@ -32,6 +42,7 @@ bool DeviceTimer::start(const std::string& conflict) {
     std::string err = api_->enable(&collector_);
     if (err.empty()) {
       started_ = true;
+      windows_.store(1);
       active_.store(true);
       return true;
     }
@@ -46,9 +57,10 @@ bool DeviceTimer::op_start(uint32_t sig) {
   if (!active_.load(std::memory_order_relaxed)) return false;
   const uint64_t external = make_external_id(sig, serial_.fetch_add(1, std::memory_order_relaxed) + 1);
   api_->push(external);
-  if (timeline_ && t_ops.depth < kMaxDepth) {
+  if (t_ops.depth < kMaxDepth) {
     t_ops.external[t_ops.depth] = external;
-    t_ops.start[t_ops.depth] = api_->now();
+    t_ops.epoch[t_ops.depth] = epoch_.load();
+    if (timeline_) t_ops.start[t_ops.depth] = api_->now();
   }
   ++t_ops.depth;
   return true;
@@ -59,6 +71,10 @@ void DeviceTimer::op_end() {
   const int d = --t_ops.depth;
   if (finished_.load(std::memory_order_relaxed)) return;
   api_->pop();
+  // A window opened or closed during the call: part of its work was launched while CUPTI recorded
+  // nothing. (Past kMaxDepth nesting this cannot be told; such calls are kept.)
+  if (sampling_.enabled() && d >= 0 && d < kMaxDepth && epoch_.load() != t_ops.epoch[d])
+    collector_.exclude(t_ops.external[d]);
   if (timeline_ && d >= 0 && d < kMaxDepth && active_.load(std::memory_order_relaxed)) {
     OpEvent e;
     e.external = t_ops.external[d];
@@ -73,6 +89,10 @@ void DeviceTimer::op_end() {
 void DeviceTimer::taken_over(const std::string& what) {
   std::lock_guard<std::mutex> lock(control_);
   if (!active_.load() || forgotten_.load()) return;
+  stop_locked(what);
+}
+
+void DeviceTimer::stop_locked(const std::string& why) {
   active_.store(false);
   // Ours, in our clock, before the other client changes anything. The forced flush returns work
   // still running with no end time: those calls are left out, not timed short.
@@ -81,9 +101,8 @@ void DeviceTimer::taken_over(const std::string& what) {
   api_->flush(true);
   collector_.end_round(true);
   api_->disable();
-  collector_.stop(what + "; device times after this point were not recorded");
-  warn_("device timing stopped: " + what +
-        ". Device times in the trace cover the run up to this point only.");
+  collector_.stop(why + "; device times after this point were not recorded");
+  warn_("device timing stopped: " + why + ". Device times in the trace cover the run up to this point only.");
 }
 
 void DeviceTimer::round() {
@@ -91,6 +110,24 @@ void DeviceTimer::round() {
   if (!active_.load() || forgotten_.load() || finished_) return;
   api_->flush(false);
   collector_.end_round(false);
+}
+
+bool DeviceTimer::window(bool open) {
+  std::lock_guard<std::mutex> lock(control_);
+  if (!active_.load() || forgotten_.load() || finished_) return false;
+  if (((epoch_.load() & 1) != 0) == open) return true;  // already so
+  // Opening: recording on before calls can see the window. Closing: the window ends for the calls
+  // first; whatever they launch from then on is theirs to lose (they are cut), not a short time.
+  if (!open) epoch_.fetch_add(1);
+  if (std::string err = api_->record(open); !err.empty()) {
+    stop_locked("sampled timing could not " + std::string(open ? "open" : "close") + " a window: " + err);
+    return false;
+  }
+  if (open) {
+    epoch_.fetch_add(1);
+    windows_.fetch_add(1);
+  }
+  return true;
 }
 
 void DeviceTimer::finish() {

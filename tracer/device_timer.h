@@ -29,12 +29,24 @@ class CuptiApi {
   virtual uint64_t now() = 0;           // CUPTI's clock, ns
   // True when it holds CUPTI's one subscriber slot (then another client's cuptiSubscribe is a takeover).
   virtual bool uses_callbacks() const { return false; }
+  // Sampled timing: off, CUPTI records no kernel, memcpy or memset (work launched meanwhile never
+  // gets a record) and launches are not tied to ops; on again after. Returns an error text.
+  virtual std::string record(bool on) = 0;
+};
+
+// Sampled timing: device time is recorded in windows of on_ms at the start of every period_ms; calls
+// that start and end inside one window are timed, calls cut by a window's edge are left out (and
+// counted), the rest cost no more than tracing op shapes. Off (period_ms == 0): every call is timed.
+struct Sampling {
+  uint32_t on_ms = 0, period_ms = 0;
+  bool enabled() const { return period_ms > 0; }
+  std::string describe() const;  // "10 ms of every 100 ms", or "" when off
 };
 
 class DeviceTimer {
  public:
   using Warn = std::function<void(const std::string&)>;
-  DeviceTimer(std::unique_ptr<CuptiApi> api, CollectorOptions options, Warn warn);
+  DeviceTimer(std::unique_ptr<CuptiApi> api, CollectorOptions options, Warn warn, Sampling sampling = {});
 
   // Starts collecting unless `conflict` says why not (a profiler already holds CUPTI). Returns true
   // when collecting. Says once, through `warn`, why not.
@@ -50,6 +62,11 @@ class DeviceTimer {
   // (seen by the preload's interposers): collect what is ours now, then stop for good.
   void taken_over(const std::string& what);
   void round();   // periodic: completed buffers, one round
+  // Sampled timing, from the sampler thread: opens (records again) or closes the window. The first
+  // window opens with start(). Returns false once timing has stopped: the thread may end.
+  bool window(bool open);
+  const Sampling& sampling() const { return sampling_; }
+  uint64_t windows() const { return windows_.load(); }  // opened so far (the first included)
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
   void forget();  // in a forked child: never call CUPTI again
 
@@ -60,11 +77,16 @@ class DeviceTimer {
   Collector& collector() { return collector_; }
 
  private:
+  void stop_locked(const std::string& why);  // control_ held: collect what is ours, stop for good, say so
   std::unique_ptr<CuptiApi> api_;
   Collector collector_;
   const bool timeline_;
   Warn warn_;
-  mutable std::mutex control_;  // start / round / finish / taken_over
+  const Sampling sampling_;
+  // Odd while a window is open (always, when not sampling): a call that sees it change was cut.
+  std::atomic<uint64_t> epoch_{1};
+  std::atomic<uint64_t> windows_{0};
+  mutable std::mutex control_;  // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};
   std::atomic<uint64_t> serial_{0};

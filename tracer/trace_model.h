@@ -116,6 +116,9 @@ struct DeviceTiming {
   uint64_t dropped_records = 0;     // CUPTI dropped them (buffers full)
   uint64_t unfinished_records = 0;  // still running at the last flush: left out
   uint64_t incomplete_calls = 0;    // calls with such a record: not timed
+  std::string sampled;              // sampled timing: "10 ms of every 100 ms"; empty: every call timed
+  uint64_t windows = 0;             // sampled: windows opened
+  uint64_t cut_calls = 0;           // sampled: calls a window's edge fell in: not timed
   uint64_t unattributed = 0;        // device activity launched outside any op call
   uint64_t unattributed_ns = 0;
   std::vector<KernelCount> unattributed_kernels;  // by name, most launches first

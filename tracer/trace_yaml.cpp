@@ -156,6 +156,11 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
     out << YAML::Key << "dropped_records" << YAML::Value << d->dropped_records;
     out << YAML::Key << "unfinished_records" << YAML::Value << d->unfinished_records;
     out << YAML::Key << "incomplete_calls" << YAML::Value << d->incomplete_calls;
+    if (!d->sampled.empty()) {
+      out << YAML::Key << "sampled" << YAML::Value << YAML::DoubleQuoted << d->sampled;
+      out << YAML::Key << "windows" << YAML::Value << d->windows;
+      out << YAML::Key << "cut_calls" << YAML::Value << d->cut_calls;
+    }
     out << YAML::Key << "unattributed" << YAML::Value << d->unattributed;
     out << YAML::Key << "unattributed_ns" << YAML::Value << d->unattributed_ns;
     if (!d->unattributed_kernels.empty()) {
@@ -349,6 +354,9 @@ class Reader : public yaml::Reader {
       t.dropped_records = optional<uint64_t>(d, "dropped_records", 0, "a non-negative integer");
       t.unfinished_records = optional<uint64_t>(d, "unfinished_records", 0, "a non-negative integer");
       t.incomplete_calls = optional<uint64_t>(d, "incomplete_calls", 0, "a non-negative integer");
+      t.sampled = optional<std::string>(d, "sampled", "", "a string");
+      t.windows = optional<uint64_t>(d, "windows", 0, "a non-negative integer");
+      t.cut_calls = optional<uint64_t>(d, "cut_calls", 0, "a non-negative integer");
       t.unattributed = optional<uint64_t>(d, "unattributed", 0, "a non-negative integer");
       t.unattributed_ns = optional<uint64_t>(d, "unattributed_ns", 0, "a non-negative integer");
       if (YAML::Node k = d["unattributed_kernels"]) t.unattributed_kernels = kernels(k);

@@ -57,6 +57,20 @@ _, status = os.waitpid(pid, 0)
 print(status)
 """
 
+# About 1.5 s of 256x256 mm calls (each ~10 us apart on the host): sampled timing gets many windows.
+SAMPLED = """
+import time, torch
+x = torch.randn(256, 256, device="cuda")
+torch.cuda.synchronize()
+end = time.perf_counter() + 1.5
+n = 0
+while time.perf_counter() < end:
+    torch.mm(x, x)
+    n += 1
+torch.cuda.synchronize()
+print(n)
+"""
+
 
 def entries(t, op):
     return [e for e in t["ops"] if e["op"] == op]
@@ -125,6 +139,27 @@ class DeviceTime(TempDirTest):
         self.assertEqual(r.stderr, "")
         self.assertEqual(t["meta"]["device_timing"]["status"], "off: BB_DEVICE_TIME=0")
         self.assertFalse([e for e in t["ops"] if "device_time" in e or "kernels" in e])
+
+    def test_sampled_timing_times_a_fraction_of_the_calls_and_says_so(self):
+        _, full = self.trace(SAMPLED)
+        r, t = self.trace(SAMPLED, BB_DEVICE_TIME_SAMPLE="5/50")
+        self.assertEqual(r.stderr, "")
+        timing = t["meta"]["device_timing"]
+        self.assertEqual((timing["status"], timing["sampled"]), ("on", "5 ms of every 50 ms"), timing)
+        self.assertTrue(20 <= timing["windows"] <= 40, timing)  # 1.5 s of 50 ms periods, and start-up
+        (mm,) = entries(t, "aten::mm")
+        self.assertEqual(mm["count"], int(r.stdout.split()[-1]))
+        d = mm["device_time"]
+        # A tenth of the run: every timed call lay inside a window; at most one per edge was cut.
+        self.assertTrue(0.03 * mm["count"] < d["calls"] < 0.3 * mm["count"], (d, mm["count"]))
+        self.assertLessEqual(timing["cut_calls"], 2 * timing["windows"], timing)
+        self.assertGreaterEqual(timing["calls_timed"], d["calls"])
+        # The times themselves are those of timing every call.
+        (mm_full,) = entries(full, "aten::mm")
+        self.assertNotIn("sampled", full["meta"]["device_timing"])
+        self.assertGreaterEqual(mm_full["device_time"]["calls"], 0.99 * mm_full["count"])
+        self.assertAlmostEqual(d["median_ns"], mm_full["device_time"]["median_ns"],
+                               delta=0.1 * mm_full["device_time"]["median_ns"])
 
     def test_timeline_links_ops_to_their_kernels(self):
         tl = self.dir / "timeline.json"

@@ -20,13 +20,14 @@ constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // a realtime-like clock
 
 struct FakeCupti : CuptiApi {
   struct Log {
-    int enables = 0, disables = 0, pushes = 0, pops = 0, flushes = 0, forced = 0;
+    int enables = 0, disables = 0, pushes = 0, pops = 0, flushes = 0, forced = 0, records_on = 0, records_off = 0;
     std::vector<uint64_t> pushed;
   };
   std::shared_ptr<Log> log = std::make_shared<Log>();
-  std::string enable_error;
+  std::string enable_error, record_error;
   Collector* sink = nullptr;
   bool enabled = false;
+  bool recording = true;  // sampled timing's windows
   uint64_t clock = kT0;
   uint32_t next_corr = 1;
   std::vector<uint64_t> stack;  // one thread is enough for these tests
@@ -73,11 +74,21 @@ struct FakeCupti : CuptiApi {
     sink->end_round(false);
   }
   uint64_t now() override { return clock; }
+  std::string record(bool on) override {
+    ++(on ? log->records_on : log->records_off);
+    if (!record_error.empty()) return record_error;
+    recording = on;
+    return "";
+  }
 
   // The program launches a kernel of `ns` on `stream`; it finishes unless `finished` is false.
   uint32_t launch(const std::string& name, uint64_t ns, uint32_t stream = 7, bool finished = true) {
     if (!enabled) return 0;
     const uint32_t corr = next_corr++;
+    if (!recording) {  // no link, no record: as if it never ran
+      clock += ns + 10000;
+      return corr;
+    }
     if (!stack.empty()) externals.push_back({corr, stack.back()});
     api.push_back({corr, clock, clock + 2000, 42, "cudaLaunchKernel"});
     DeviceActivity a;
@@ -99,11 +110,12 @@ struct Rig {
   std::shared_ptr<FakeCupti::Log> log;
   std::vector<std::string> warnings;
   std::unique_ptr<DeviceTimer> timer;
-  explicit Rig(CollectorOptions o = {}) {
+  explicit Rig(CollectorOptions o = {}, Sampling sampling = {}) {
     auto c = std::make_unique<FakeCupti>();
     cupti = c.get();
     log = c->log;
-    timer = std::make_unique<DeviceTimer>(std::move(c), o, [this](const std::string& w) { warnings.push_back(w); });
+    timer = std::make_unique<DeviceTimer>(
+        std::move(c), o, [this](const std::string& w) { warnings.push_back(w); }, sampling);
   }
 };
 
@@ -360,6 +372,99 @@ TEST_CASE("kernels still running at exit are dropped and counted, not timed as z
   // The call with a running kernel is not timed at all (its sum would be short); the other is.
   CHECK(r.timer->collector().by_signature()[1].per_call.count() == 0);
   CHECK(r.timer->collector().by_signature()[2].per_call.total() == 300);
+}
+
+TEST_CASE("sampled timing: calls inside a window are timed, calls cut by an edge are left out") {
+  Rig r({}, Sampling{10, 100});
+  CHECK(r.timer->sampling().describe() == "10 ms of every 100 ms");
+  REQUIRE(r.timer->start(""));
+  CHECK(r.timer->windows() == 1);  // the first window opens with start()
+
+  REQUIRE(r.timer->op_start(1));  // inside the first window
+  r.cupti->launch("inside", 100);
+  r.timer->op_end();
+
+  REQUIRE(r.timer->op_start(2));  // the window closes during it
+  r.cupti->launch("before the edge", 200);
+  REQUIRE(r.timer->window(false));
+  r.cupti->launch("after the edge", 200);
+  r.timer->op_end();
+  CHECK(r.log->records_off == 1);
+
+  REQUIRE(r.timer->op_start(3));  // entirely between windows: nothing recorded, nothing cut
+  r.cupti->launch("between", 300);
+  r.timer->op_end();
+
+  REQUIRE(r.timer->op_start(4));  // a window opens during it
+  r.cupti->launch("before the edge", 400);
+  REQUIRE(r.timer->window(true));
+  r.cupti->launch("after the edge", 400);
+  r.timer->op_end();
+  CHECK(r.log->records_on == 1);
+  CHECK(r.timer->windows() == 2);
+  CHECK(r.timer->window(true));  // already open: nothing happens
+  CHECK(r.log->records_on == 1);
+
+  REQUIRE(r.timer->op_start(1));  // inside the second window
+  r.cupti->launch("inside", 150);
+  r.timer->op_end();
+  r.timer->finish();
+
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 2);
+  CHECK(sigs[1].per_call.total() == 250);
+  CHECK(sigs[2].per_call.count() == 0);  // cut: 200 of its 400 ns were recorded, so none is kept
+  CHECK(sigs[3].per_call.count() == 0);
+  CHECK(sigs[4].per_call.count() == 0);
+  const Health h = r.timer->collector().health();
+  CHECK(h.calls_cut == 2);
+  CHECK(h.calls_timed == 2);
+  CHECK(h.unattributed == 0);
+  CHECK(r.log->pops == r.log->pushes);
+}
+
+TEST_CASE("sampled timing: a call cut after its records were collected is still left out") {
+  Rig r({}, Sampling{10, 100});
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(5));
+  r.cupti->launch("early", 100);
+  r.timer->round();  // its record reaches the collector while the call runs
+  REQUIRE(r.timer->window(false));
+  r.timer->op_end();
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[5].per_call.count() == 0);
+  CHECK(r.timer->collector().health().calls_cut == 1);
+}
+
+TEST_CASE("sampled timing: CUPTI refusing a window stops timing and says why") {
+  Rig r({}, Sampling{10, 100});
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("kept", 100);
+  r.timer->op_end();
+  r.cupti->record_error = "cuptiActivityDisable(kind 10) failed: CUPTI_ERROR_UNKNOWN (999)";
+  CHECK_FALSE(r.timer->window(false));
+  CHECK_FALSE(r.timer->active());
+  CHECK_FALSE(r.timer->window(true));  // the sampler thread ends
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0].find("device timing stopped: sampled timing could not close a window: ") == 0);
+  CHECK(r.warnings[0].find("CUPTI_ERROR_UNKNOWN") != std::string::npos);
+  CHECK(r.timer->status().rfind("stopped: sampled timing could not close a window", 0) == 0);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[1].per_call.total() == 100);
+}
+
+TEST_CASE("without sampling windows are never toggled and every call is timed") {
+  Rig r;
+  CHECK(r.timer->sampling().describe().empty());
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("k", 100);
+  r.timer->op_end();
+  r.timer->finish();
+  CHECK(r.log->records_off == 0);
+  CHECK(r.timer->collector().health().calls_cut == 0);
+  CHECK(r.timer->collector().by_signature()[1].per_call.count() == 1);
 }
 
 TEST_CASE("the timeline has torch.profiler's categories, keys and launch-to-kernel flows") {

@@ -16,6 +16,7 @@
 #include "shim/trace_writer.h"
 #include "sample_trace.h"
 #include "tracer/device_time.h"
+#include "tracer/trace_yaml.h"
 
 using namespace bb::shim;
 
@@ -82,6 +83,35 @@ TEST_CASE("invalid settings fall back to defaults and say so") {
   CHECK(c.problems[1].rfind("BB_FLUSH_SECONDS='soon' is not a number in [", 0) == 0);
 }
 
+TEST_CASE("sampled device timing: ON/PERIOD in milliseconds, checked, off by default") {
+  Config none = config_of({});
+  CHECK(none.sample_period_ms == 0);
+  Config c = config_of({{"BB_DEVICE_TIME_SAMPLE", "10/100"}});
+  CHECK(c.problems.empty());
+  CHECK(c.sample_on_ms == 10);
+  CHECK(c.sample_period_ms == 100);
+  CHECK(config_of({{"BB_DEVICE_TIME_SAMPLE", "off"}}).sample_period_ms == 0);
+  for (const char* bad : {"100/10", "10/10", "0/100", "10/", "10/100ms", "ten", "5/70000"}) {
+    Config b = config_of({{"BB_DEVICE_TIME_SAMPLE", bad}});
+    CHECK(b.sample_period_ms == 0);
+    REQUIRE(b.problems.size() == 1);
+    CHECK(b.problems[0] == std::string("BB_DEVICE_TIME_SAMPLE='") + bad +
+                               "' is not ON/PERIOD in milliseconds with 0 < ON < PERIOD <= 60000 (e.g. 10/100), "
+                               "or off; timing every call");
+  }
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/s.yaml") << "device_time_sample: 20/1000\n";
+  Config f = config_of({{"BB_CONFIG", dir + "/s.yaml"}});
+  CHECK(f.problems.empty());
+  CHECK(f.sample_on_ms == 20);
+  CHECK(f.sample_period_ms == 1000);
+  CHECK(config_of({{"BB_CONFIG", dir + "/s.yaml"}, {"BB_DEVICE_TIME_SAMPLE", "off"}}).sample_period_ms == 0);
+  std::ofstream(dir + "/bad.yaml") << "log: info\ndevice_time_sample: 1000/20\n";
+  Config g = config_of({{"BB_CONFIG", dir + "/bad.yaml"}});
+  REQUIRE(g.problems.size() == 1);
+  CHECK(g.problems[0].find("bad.yaml:2:21: device_time_sample '1000/20' is not ON/PERIOD") != std::string::npos);
+}
+
 TEST_CASE("a config file holds the same settings; the environment wins") {
   const std::string dir = temp_dir();
   std::ofstream(dir + "/bb.yaml") << "trace: out/t.yaml\nlog: info\nflush_seconds: 2.5\nbackend: kernels\n"
@@ -107,7 +137,8 @@ TEST_CASE("a broken config file is reported with its position and ignored") {
   Config c = config_of({{"BB_CONFIG", dir + "/bb.yaml"}});
   REQUIRE(c.problems.size() == 1);
   CHECK(c.problems[0] == "config error: " + dir + "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
-                         "trace, log, flush_seconds, max_signatures, int_ranges, device_time, timeline, timeline_max_events, "
+                         "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_sample, timeline, "
+                         "timeline_max_events, "
                           "backend, policy, summary); the file "
                          "is ignored");
   CHECK(c.log_level == bb::log::Level::Warn);  // nothing from the file was used
@@ -199,6 +230,20 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
   CHECK(t.meta.device_timing->status == "on");
   const std::vector<bb::trace::KernelCount> triton{{"triton_x", 1}};
   CHECK(t.meta.device_timing->unattributed_kernels == triton);
+  CHECK(t.meta.device_timing->sampled.empty());
+  CHECK(bb::trace::to_yaml(t).find("sampled") == std::string::npos);  // every call timed: not mentioned
+
+  times.sampled = "10 ms of every 100 ms";  // sampled timing says so, with its windows and cut calls
+  times.windows = 12;
+  times.health.calls_cut = 4;
+  auto s = make_trace(snap, run, "exited", &times);
+  CHECK(s.meta.device_timing->sampled == "10 ms of every 100 ms");
+  CHECK(s.meta.device_timing->windows == 12);
+  CHECK(s.meta.device_timing->cut_calls == 4);
+  const std::string yaml = bb::trace::to_yaml(s);
+  CHECK(yaml.find("sampled: \"10 ms of every 100 ms\"") != std::string::npos);
+  CHECK(bb::trace::parse_trace(yaml, "t.yaml") == s);
+
   snap.devices.clear();  // a CPU-only run says nothing about device timing
   CHECK_FALSE(make_trace(snap, run, "exited", &times).meta.device_timing);
 }
