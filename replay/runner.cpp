@@ -496,8 +496,8 @@ std::string timing_method(const RunOptions& o) {
   if (!o.time) return "not timed (--check-only)";
   if (o.device.is_cuda())
     return "device time from CUPTI: the busy time of every kernel, copy and set the call ran, on any stream, with "
-           "the device otherwise idle and the L2 cache evicted (twice its size written) before each run; CUDA "
-           "events around the call as a cross-check; " + std::to_string(o.repetitions) +
+           "the device otherwise idle and the L2 cache evicted (twice its size read, leaving no dirty line) before "
+           "each run; CUDA events around the call as a cross-check; " + std::to_string(o.repetitions) +
            " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, new inputs (own seed) for every run "
            "pair; median and interquartile range";
   return "host clock (steady_clock), " + std::to_string(o.repetitions) +
