@@ -271,7 +271,9 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         first, wall = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "a.json")
-        progress(f"bbreplay: {wall:.1f} s")
+        o = first["overall"]
+        progress(f"bbreplay: {wall:.1f} s; {o['cases']} cases, {o['passed']} passed, {o['failed']} failed, "
+                 f"{o['skipped']} skipped, {o['flagged']} flagged")
         second, _ = bbreplay(args.build, args.trace, args.ops, device, Path(tmp) / "b.json")
         progress("bbreplay again")
         t1, t2 = replayed_times(first), replayed_times(second)
