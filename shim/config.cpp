@@ -16,9 +16,9 @@ bool truthy(const char* v) {
 }
 
 // "ON/PERIOD" in milliseconds, 0 < ON < PERIOD <= 60000; "off" or "0": every call. Empty on success,
-// else what is wrong.
+// else what is wrong (and `c` is left as it was).
 std::string parse_sampling(const std::string& v, Config& c) {
-  if (v == "off" || v == "0" || v == "all") {
+  if (v == "off" || v == "0") {
     c.sample_on_ms = c.sample_period_ms = 0;
     return "";
   }
@@ -124,11 +124,7 @@ Config config_from_env(const Getenv& getenv) {
   if (const char* v = getenv("BB_INT_RANGES"); v && *v) c.int_ranges = truthy(v);
   if (const char* v = getenv("BB_DEVICE_TIME"); v && *v) c.device_time = truthy(v);
   if (const char* v = getenv("BB_DEVICE_TIME_SAMPLE"); v && *v) {
-    Config tried = c;
-    if (std::string why = parse_sampling(v, tried); why.empty()) {
-      c.sample_on_ms = tried.sample_on_ms;
-      c.sample_period_ms = tried.sample_period_ms;
-    } else {
+    if (std::string why = parse_sampling(v, c); !why.empty()) {
       c.problems.push_back(std::string("BB_DEVICE_TIME_SAMPLE='") + v + "' " + why + "; timing every call");
       c.sample_on_ms = c.sample_period_ms = 0;
     }
