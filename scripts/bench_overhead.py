@@ -3,12 +3,14 @@
 
 For each configuration — no preload, preload with BB_DISABLE=1, preload tracing (with CUPTI device
 timing on CUDA: the default), the same with sampled device timing (traced-sampled:
-BB_DEVICE_TIME_SAMPLE=10/100, 10 ms of every 100 ms), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing
-with CUPTI recording kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
-torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
-sample backend under a policy whose condition is false for these calls (tracing off: the cost of
-deciding not to route) — a fresh process measures:
-  * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs;
+BB_DEVICE_TIME_SAMPLE=10/100 unless --sample says otherwise: 10 ms of every 100 ms), preload tracing
+with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording kernels but not tying them
+to ops (cupti-kernels: what CUPTI itself costs), torch.profiler(record_shapes=True) without the
+preload, and the preload routing aten::add.Tensor to the sample backend under a policy whose condition
+is false for these calls (tracing off: the cost of deciding not to route) — a fresh process measures:
+  * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs,
+    each at least --op-seconds long (a whole number of sampling periods: a short run could fall
+    between two windows of sampled timing and time nothing);
   * per-step time of a training step (the example model, or GPT-2 small with --model gpt2), median.
 Configurations run interleaved, --rounds times, each round in fresh processes. Per-op time is the best
 over rounds (noise only ever adds time to a tight loop); step time is the median over rounds.
@@ -31,7 +33,8 @@ SAMPLE = "10/100"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
 
-def tiny_op_us(device, iters, reps):
+def tiny_op_us(device, seconds, reps, chunk=100):
+    """Best per-call time over reps runs of the loop, each of at least `seconds`."""
     import torch
     a = torch.ones(1, device=device)
     b = torch.ones(1, device=device)
@@ -39,12 +42,15 @@ def tiny_op_us(device, iters, reps):
     for _ in range(reps):
         if device == "cuda":
             torch.cuda.synchronize()
+        calls = 0
         t0 = time.perf_counter()
-        for _ in range(iters):
-            torch.add(a, b)
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(chunk):
+                torch.add(a, b)
+            calls += chunk
         if device == "cuda":
             torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / iters * 1e6)
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
     return best
 
 
@@ -93,7 +99,7 @@ def worker(args):
     step()  # first call: lazy init, cuDNN/cuBLAS handles
 
     def measure():
-        return (tiny_op_us(args.device, args.iters, args.reps),
+        return (tiny_op_us(args.device, args.op_seconds, args.reps),
                 step_ms(step, args.device, args.steps, args.warmup))
 
     if args.config == "profiler":
@@ -116,7 +122,7 @@ def run_config(args, config):
     if config == "shapes-only":  # tracing without CUPTI device timing
         env["BB_DEVICE_TIME"] = "0"
     if config == "traced-sampled":
-        env["BB_DEVICE_TIME_SAMPLE"] = SAMPLE
+        env["BB_DEVICE_TIME_SAMPLE"] = args.sample
     if config == "cupti-kernels":  # CUPTI's kernel records without tying them to ops: CUPTI's own share
         env["BB_CUPTI_MODE"] = "kernels-only"
     if config == "route-unmet":
@@ -158,7 +164,8 @@ def main():
     p.add_argument("--model", default="small", choices=["small", "gpt2"])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512, help="sequence length for gpt2")
-    p.add_argument("--iters", type=int, default=20000, help="tiny-op calls per timing")
+    p.add_argument("--op-seconds", type=float, default=0.5,
+                   help="each tiny-op timing runs at least this long (keep it a multiple of the sampling period)")
     p.add_argument("--reps", type=int, default=5, help="tiny-op timings; the best counts")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -166,6 +173,8 @@ def main():
     p.add_argument("--build", default=str(ROOT / "build"))
     p.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, comma-separated "
                    f"(default: all of {','.join(CONFIGS)}; none is always measured)")
+    p.add_argument("--sample", default=SAMPLE, help=f"BB_DEVICE_TIME_SAMPLE of traced-sampled (default {SAMPLE})")
+    p.add_argument("--cpus", help="run every configuration on these CPUs only (taskset's list form: 4-7 or 2,3)")
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--config", choices=CONFIGS, help=argparse.SUPPRESS)
@@ -173,9 +182,15 @@ def main():
     if args.worker:
         return worker(args)
     configs = ["none"] + [c for c in args.configs.split(",") if c in CONFIGS and c != "none"]
+    if args.cpus:  # the workers inherit it
+        cpus = set()
+        for part in args.cpus.split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        os.sched_setaffinity(0, cpus)
 
     args.passthrough = ["--device", args.device, "--model", args.model, "--batch", str(args.batch),
-                        "--seq", str(args.seq), "--iters", str(args.iters), "--reps", str(args.reps),
+                        "--seq", str(args.seq), "--op-seconds", str(args.op_seconds), "--reps", str(args.reps),
                         "--steps", str(args.steps), "--warmup", str(args.warmup)]
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
@@ -193,8 +208,9 @@ def main():
     base = med["none"]
     model = "GPT-2 small" if args.model == "gpt2" else "examples/train_small.py"
     model += f", batch {args.batch}" + (f", seq {args.seq}" if args.model == "gpt2" else "")
-    print(f"machine: {describe_machine(args.device)}; date {time.strftime('%Y-%m-%d')}")
-    print(f"tiny op: torch.add on 1-element {args.device} tensors, best of {args.reps} x {args.iters} per "
+    print(f"machine: {describe_machine(args.device)}; date {time.strftime('%Y-%m-%d')}"
+          + (f"; CPUs {args.cpus}" if args.cpus else ""))
+    print(f"tiny op: torch.add on 1-element {args.device} tensors, best of {args.reps} x {args.op_seconds} s per "
           f"process, best over {args.rounds} rounds (median in brackets); step: {model}, median of "
           f"{args.steps} steps, median over rounds")
     print(f"{'config':<16}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
@@ -208,7 +224,7 @@ def main():
         print(f"tracing costs {ours / prof_cost:.2f}x the profiler's per-op overhead")
     if prof_cost > 0 and "traced-sampled" in med:
         sampled = med["traced-sampled"]["op_us"] - base["op_us"]
-        print(f"tracing with sampled device timing ({SAMPLE} ms) costs {sampled / prof_cost:.2f}x the profiler's "
+        print(f"tracing with sampled device timing ({args.sample} ms) costs {sampled / prof_cost:.2f}x the profiler's "
               f"per-op overhead")
         for x in rounds["traced-sampled"][-1:]:
             d = x.get("device_timing") or {}

@@ -87,6 +87,9 @@ constexpr size_t kBufferBytes = 8 << 20;
 
 std::atomic<Collector*> g_sink{nullptr};
 std::atomic<bool> g_recording{true};  // false between sampled timing's windows: launches are not tied to ops
+// Bumped each time sampled timing turns the launch callbacks back on: a thread whose runtime launch
+// lost its exit callback while they were off must not skip its next driver launches.
+std::atomic<uint64_t> g_callback_generation{1};
 Fns g_fns;
 
 // Callback mode: the op stack of this thread, read by the launch callback, and the links it made
@@ -105,7 +108,12 @@ auto* g_batches = new std::vector<std::shared_ptr<LinkBatch>>();  // never freed
 struct ThreadOps {
   uint64_t external[kMaxDepth];
   int depth = 0;
-  bool in_runtime = false;  // inside a runtime launch: the driver launch it makes is the same launch
+  // Inside a runtime launch (the callback generation it began in; 0: not): the driver launch it
+  // makes is the same launch.
+  uint64_t in_runtime = 0;
+  bool inside_runtime() const {
+    return in_runtime != 0 && in_runtime == g_callback_generation.load(std::memory_order_relaxed);
+  }
   uint64_t api_start = 0;
   std::shared_ptr<LinkBatch> batch;
 };
@@ -255,11 +263,11 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
   Collector* sink = g_sink.load(std::memory_order_relaxed);
   if (!sink) return;
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
-  if (!runtime && t_ops.in_runtime) return;
+  if (!runtime && t_ops.inside_runtime()) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool recording = g_recording.load(std::memory_order_relaxed);
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    if (runtime) t_ops.in_runtime = true;
+    if (runtime) t_ops.in_runtime = g_callback_generation.load(std::memory_order_relaxed);
     t_ops.api_start = 0;
     if (!recording) return;  // between sampled windows
     const int d = t_ops.depth;
@@ -281,7 +289,7 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
     if (timeline) g_fns.getTimestamp(&t_ops.api_start);
     return;
   }
-  if (runtime) t_ops.in_runtime = false;
+  if (runtime) t_ops.in_runtime = 0;
   if (timeline && recording && t_ops.api_start) {
     ApiCall c;
     c.correlation = cb->correlationId;
@@ -313,12 +321,12 @@ void CUPTIAPI on_watched(void* user, CUpti_CallbackDomain domain, CUpti_Callback
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const bool launch = runtime ? listed(kRuntimeLaunches, cbid) : listed(kDriverLaunches, cbid);
-  if (launch && !runtime && t_ops.in_runtime) return;
+  if (launch && !runtime && t_ops.inside_runtime()) return;
   if (cb->callbackSite != CUPTI_API_ENTER) {
-    if (launch && runtime) t_ops.in_runtime = false;
+    if (launch && runtime) t_ops.in_runtime = 0;
     return;
   }
-  if (launch && runtime) t_ops.in_runtime = true;
+  if (launch && runtime) t_ops.in_runtime = g_callback_generation.load(std::memory_order_relaxed);
   WatchedCall c;
   c.launch = launch;
   if (!launch) c.name = api_name(domain, cbid);
@@ -357,9 +365,7 @@ class RealCupti : public CuptiApi {
     std::string err;  // each step below runs only when the ones before it succeeded
     switch (mode_) {
       case CuptiMode::Callback:
-        (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() &&
-            (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches)).empty() &&
-            (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty();
+        (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() && (err = launch_callbacks(1)).empty();
         return err;
       case CuptiMode::ExternalAll:
         // Every API record on, then all but the launches off again.
@@ -395,10 +401,16 @@ class RealCupti : public CuptiApi {
 
   bool uses_callbacks() const override { return mode_ == CuptiMode::Callback; }
 
-  // Linking on before the records (a launch in between is linked and has no record: its link
-  // expires); records off before linking.
+  // Sampled timing's switch. On: the launch callbacks, then linking, then the records (a launch in
+  // between is linked and has no record: its link expires). Off: the other way round. With the
+  // callbacks off too, a launch between windows costs what it costs without CUPTI's callbacks.
   std::string record(bool on) override {
+    const bool callbacks = mode_ == CuptiMode::Callback && subscriber_;
     if (on) {
+      if (callbacks) {
+        g_callback_generation.fetch_add(1);
+        if (auto err = launch_callbacks(1); !err.empty()) return err;
+      }
       g_recording.store(true);
       return enable_kinds(kKinds);
     }
@@ -408,6 +420,8 @@ class RealCupti : public CuptiApi {
           err.empty())
         err = e;
     g_recording.store(false);
+    if (callbacks)
+      if (auto e = launch_callbacks(0); err.empty()) err = e;
     return err;
   }
 
@@ -445,6 +459,14 @@ class RealCupti : public CuptiApi {
     return "";
   }
 
+  // Callback mode's callbacks: on (1) or off (0).
+  std::string launch_callbacks(uint32_t on) {
+    std::string err;
+    (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, on)).empty() &&
+        (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, on)).empty();
+    return err;
+  }
+
   // Takes CUPTI's one subscriber slot for `fn`; watch() then turns its callbacks on, id by id.
   std::string subscribe(CUpti_CallbackFunc fn, void* user) {
     std::string err = call("cuptiSubscribe", g_fns.subscribe(&subscriber_, fn, user));
@@ -453,11 +475,11 @@ class RealCupti : public CuptiApi {
   }
 
   template <size_t N>
-  std::string watch(CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N]) {
+  std::string watch(CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N], uint32_t on = 1) {
     const char* which = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime " : "driver ";
     for (CUpti_CallbackId id : ids)
-      if (auto err = call(std::string("cuptiEnableCallback(") + which + std::to_string(id) + ")",
-                          g_fns.enableCallback(1, subscriber_, domain, id));
+      if (auto err = call("cuptiEnableCallback(" + std::to_string(on) + ", " + which + std::to_string(id) + ")",
+                          g_fns.enableCallback(on, subscriber_, domain, id));
           !err.empty())
         return err;
     return "";
