@@ -229,7 +229,8 @@ def main():
         for x in rounds["traced-sampled"][-1:]:
             d = x.get("device_timing") or {}
             print(f"  last round's trace: status {d.get('status')}, {d.get('sampled')}, windows {d.get('windows')}, "
-                  f"calls timed {d.get('calls_timed')}, cut {d.get('cut_calls')}")
+                  f"CUPTI detached between {d.get('detaches')} of them, calls timed {d.get('calls_timed')}, "
+                  f"cut {d.get('cut_calls')}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "model": args.model, "rounds": rounds, "median": med,

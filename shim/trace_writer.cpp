@@ -164,6 +164,7 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
     d.incomplete_calls = times->health.calls_incomplete;
     d.sampled = times->sampled;
     d.windows = times->windows;
+    d.detaches = times->detaches;
     d.cut_calls = times->health.calls_cut;
     d.unattributed = times->health.unattributed;
     d.unattributed_ns = times->health.unattributed_ns;

@@ -186,9 +186,10 @@ std::string cupti_conflict() {
   return "";
 }
 
-// Sampled timing: closes the window on_ms after each period starts and opens the next, on its own
-// thread (no signals delivered to it), until timing stops. Each window is timed from the period's
-// start, so slow CUPTI calls do not make the schedule drift.
+// Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
+// the last one was due, on its own thread (no signals delivered to it), until timing stops. Slow
+// CUPTI calls (attaching takes milliseconds) shorten neither the window nor, unless they overrun
+// it, the period.
 void start_sampler(devtime::DeviceTimer* timer) {
   sigset_t all, old;
   sigfillset(&all);
@@ -198,11 +199,16 @@ void start_sampler(devtime::DeviceTimer* timer) {
       using clock = std::chrono::steady_clock;
       const auto on = std::chrono::milliseconds(timer->sampling().on_ms);
       const auto period = std::chrono::milliseconds(timer->sampling().period_ms);
-      for (auto start = clock::now();; start += period) {
-        std::this_thread::sleep_until(start + on);
-        if (!timer->window(false)) return;
-        std::this_thread::sleep_until(start + period);
+      auto due = clock::now(), opened = due;  // the first window opened with start()
+      for (;;) {
+        std::this_thread::sleep_until(opened + on);
+        const auto closing = clock::now();
+        due += period;
+        if (due < closing + (period - on) / 2) due = closing + (period - on);  // fell behind: keep a gap
+        if (!timer->window(false, closing + (due - closing) / 2)) return;  // drains half the gap at most
+        std::this_thread::sleep_until(due);
         if (!timer->window(true)) return;
+        opened = clock::now();
       }
     }).detach();
   } catch (const std::system_error& e) {
@@ -311,10 +317,10 @@ void configure_device_timing(const DeviceTimingOptions& options) { g_timing_opti
 
 DeviceTimes device_times() {
   devtime::DeviceTimer* t = g_timer.load();
-  if (!t) return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", 0};
+  if (!t) return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", 0, 0};
   if (::getpid() == g_owner_pid) t->round();
   return {t->status(), t->collector().by_signature(), t->collector().health(), t->sampling().describe(),
-          t->windows()};
+          t->windows(), t->detaches()};
 }
 
 devtime::Collector::Timeline device_timeline() {

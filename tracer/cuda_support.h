@@ -41,6 +41,7 @@ struct DeviceTimes {
   devtime::Health health;
   std::string sampled;   // "10 ms of every 100 ms"; empty: every call timed
   uint64_t windows = 0;  // sampled: windows opened
+  uint64_t detaches = 0;  // sampled: gaps between windows with CUPTI detached
 };
 // Collects finished records first (not after the final collection at exit).
 DeviceTimes device_times();

@@ -10,10 +10,12 @@
 
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -38,6 +40,7 @@ struct Fns {
   CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
   CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
   CUptiResult (*enableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+  CUptiResult (*finalize)();
 };
 
 // The launch calls: each makes one kernel, copy or set on the device. Callback mode watches these;
@@ -87,9 +90,14 @@ constexpr size_t kBufferBytes = 8 << 20;
 
 std::atomic<Collector*> g_sink{nullptr};
 std::atomic<bool> g_recording{true};  // false between sampled timing's windows: launches are not tied to ops
-// Bumped each time sampled timing turns the launch callbacks back on: a thread whose runtime launch
-// lost its exit callback while they were off must not skip its next driver launches.
-std::atomic<uint64_t> g_callback_generation{1};
+std::atomic<uint32_t> g_last_linked{0};  // the correlation id of the latest launch tied to an op
+// Sampled timing detaches CUPTI between windows: cuptiFinalize, called where NVIDIA says it is safe
+// (at the exit of a CUDA API call, here the next launch's), leaves no CUPTI cost on launches.
+enum DetachState : int { kAttached, kDetachRequested, kDetaching, kDetached };
+std::atomic<int> g_detach{kAttached};
+// Bumped each time CUPTI is attached again: a thread whose runtime launch lost its exit callback to
+// a detach must not skip its next driver launches as part of that launch.
+std::atomic<uint64_t> g_attach_generation{1};
 Fns g_fns;
 
 // Callback mode: the op stack of this thread, read by the launch callback, and the links it made
@@ -108,11 +116,11 @@ auto* g_batches = new std::vector<std::shared_ptr<LinkBatch>>();  // never freed
 struct ThreadOps {
   uint64_t external[kMaxDepth];
   int depth = 0;
-  // Inside a runtime launch (the callback generation it began in; 0: not): the driver launch it
-  // makes is the same launch.
+  // Inside a runtime launch (the attach generation it began in; 0: not): the driver launch it makes
+  // is the same launch.
   uint64_t in_runtime = 0;
   bool inside_runtime() const {
-    return in_runtime != 0 && in_runtime == g_callback_generation.load(std::memory_order_relaxed);
+    return in_runtime != 0 && in_runtime == g_attach_generation.load(std::memory_order_relaxed);
   }
   uint64_t api_start = 0;
   std::shared_ptr<LinkBatch> batch;
@@ -260,14 +268,24 @@ void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer
 // Callback mode: a launch on this thread is tagged with the innermost op's id, at the call itself.
 // CUPTI calls these from C: nothing may escape them (an error loses records, never the program).
 void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept try {
-  Collector* sink = g_sink.load(std::memory_order_relaxed);
-  if (!sink) return;
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   if (!runtime && t_ops.inside_runtime()) return;
-  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  // Sampled timing asked to detach: at the exit of the outermost launch call.
+  if (cb->callbackSite == CUPTI_API_EXIT && g_detach.load(std::memory_order_relaxed) == kDetachRequested) {
+    int want = kDetachRequested;
+    if (g_detach.compare_exchange_strong(want, kDetaching)) {
+      if (runtime) t_ops.in_runtime = 0;
+      g_fns.finalize();  // our subscriber and buffer callbacks go with it
+      g_detach.store(kDetached);
+      return;
+    }
+  }
+  Collector* sink = g_sink.load(std::memory_order_relaxed);
+  if (!sink) return;
   const bool recording = g_recording.load(std::memory_order_relaxed);
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    if (runtime) t_ops.in_runtime = g_callback_generation.load(std::memory_order_relaxed);
+    if (runtime) t_ops.in_runtime = g_attach_generation.load(std::memory_order_relaxed);
     t_ops.api_start = 0;
     if (!recording) return;  // between sampled windows
     const int d = t_ops.depth;
@@ -282,6 +300,7 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
       {
         std::lock_guard<std::mutex> lock(t_ops.batch->mu);
         t_ops.batch->links.emplace_back(cb->correlationId, t_ops.external[d - 1]);
+        g_last_linked.store(cb->correlationId, std::memory_order_relaxed);
         if (t_ops.batch->links.size() >= kBatch) full.swap(t_ops.batch->links);
       }
       if (!full.empty()) hand_over(*sink, full);
@@ -326,7 +345,7 @@ void CUPTIAPI on_watched(void* user, CUpti_CallbackDomain domain, CUpti_Callback
     if (launch && runtime) t_ops.in_runtime = 0;
     return;
   }
-  if (launch && runtime) t_ops.in_runtime = g_callback_generation.load(std::memory_order_relaxed);
+  if (launch && runtime) t_ops.in_runtime = g_attach_generation.load(std::memory_order_relaxed);
   WatchedCall c;
   c.launch = launch;
   if (!launch) c.name = api_name(domain, cbid);
@@ -361,12 +380,20 @@ class RealCupti : public CuptiApi {
                         g_fns.registerCallbacks(&on_buffer_request, &on_buffer_complete));
         !err.empty())
       return err;
-    if (auto err = enable_kinds(kKinds); !err.empty()) return err;
     std::string err;  // each step below runs only when the ones before it succeeded
+    if (mode_ == CuptiMode::Callback) {
+      // Linking before records: a launch in between is linked and has no record (its link expires)
+      // rather than a record no op claims.
+      (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() &&
+          (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches)).empty() &&
+          (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty() &&
+          (err = enable_kinds(kKinds)).empty();
+      return err;
+    }
+    if (auto err = enable_kinds(kKinds); !err.empty()) return err;
     switch (mode_) {
       case CuptiMode::Callback:
-        (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() && (err = launch_callbacks(1)).empty();
-        return err;
+        break;
       case CuptiMode::ExternalAll:
         // Every API record on, then all but the launches off again.
         if (err = enable_kinds(kExternalKinds); !err.empty()) return err;
@@ -390,6 +417,7 @@ class RealCupti : public CuptiApi {
   }
 
   void disable() override {
+    if (detached()) return;  // nothing of ours is left in CUPTI (and a call would attach it again)
     if (subscriber_) {
       g_fns.unsubscribe(subscriber_);
       subscriber_ = nullptr;
@@ -401,16 +429,11 @@ class RealCupti : public CuptiApi {
 
   bool uses_callbacks() const override { return mode_ == CuptiMode::Callback; }
 
-  // Sampled timing's switch. On: the launch callbacks, then linking, then the records (a launch in
-  // between is linked and has no record: its link expires). Off: the other way round. With the
-  // callbacks off too, a launch between windows costs what it costs without CUPTI's callbacks.
+  // Linking on before the records (a launch in between is linked and has no record: its link
+  // expires); records off before linking.
   std::string record(bool on) override {
-    const bool callbacks = mode_ == CuptiMode::Callback && subscriber_;
+    if (detached()) return on ? "CUPTI is detached" : "";
     if (on) {
-      if (callbacks) {
-        g_callback_generation.fetch_add(1);
-        if (auto err = launch_callbacks(1); !err.empty()) return err;
-      }
       g_recording.store(true);
       return enable_kinds(kKinds);
     }
@@ -420,8 +443,6 @@ class RealCupti : public CuptiApi {
           err.empty())
         err = e;
     g_recording.store(false);
-    if (callbacks)
-      if (auto e = launch_callbacks(0); err.empty()) err = e;
     return err;
   }
 
@@ -443,12 +464,45 @@ class RealCupti : public CuptiApi {
     uint64_t last = 0;
     g_fns.popExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &last);
   }
-  void flush(bool forced) override { g_fns.flushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0); }
+  void flush(bool forced) override {
+    if (detached()) return;
+    if (Collector* sink = g_sink.load()) take_all_batches(*sink);  // the links first, whatever comes
+    g_fns.flushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  }
   uint64_t now() override {
     uint64_t t = 0;
-    g_fns.getTimestamp(&t);
+    if (!detached()) g_fns.getTimestamp(&t);
     return t;
   }
+
+  // Only in callback mode (cuptiFinalize is called from the launch callback) and without a timeline
+  // (which reads CUPTI's clock for every op, and any CUPTI call attaches CUPTI again).
+  bool can_detach() const override { return mode_ == CuptiMode::Callback && !timeline_; }
+  bool detach(uint32_t wait_ms) override {
+    if (!can_detach()) return false;
+    int state = g_detach.load();
+    if (state == kAttached) g_detach.compare_exchange_strong(state, kDetachRequested);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (g_detach.load() != kDetached && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    state = kDetachRequested;  // not carried out in time (no launch came): withdrawn
+    if (g_detach.compare_exchange_strong(state, kAttached)) return false;
+    while (g_detach.load() != kDetached) std::this_thread::yield();  // being carried out now
+    subscriber_ = nullptr;
+    return true;
+  }
+  std::string attach() override {
+    if (!detached()) return "";
+    g_attach_generation.fetch_add(1);
+    g_detach.store(kAttached);
+    g_recording.store(true);
+    return enable(g_sink.load());
+  }
+  bool detached() const override {
+    const int s = g_detach.load();
+    return s == kDetached || s == kDetaching;
+  }
+  uint32_t last_linked() const override { return g_last_linked.load(); }
 
  private:
   template <size_t N>
@@ -459,14 +513,6 @@ class RealCupti : public CuptiApi {
     return "";
   }
 
-  // Callback mode's callbacks: on (1) or off (0).
-  std::string launch_callbacks(uint32_t on) {
-    std::string err;
-    (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches, on)).empty() &&
-        (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches, on)).empty();
-    return err;
-  }
-
   // Takes CUPTI's one subscriber slot for `fn`; watch() then turns its callbacks on, id by id.
   std::string subscribe(CUpti_CallbackFunc fn, void* user) {
     std::string err = call("cuptiSubscribe", g_fns.subscribe(&subscriber_, fn, user));
@@ -475,11 +521,11 @@ class RealCupti : public CuptiApi {
   }
 
   template <size_t N>
-  std::string watch(CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N], uint32_t on = 1) {
+  std::string watch(CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N]) {
     const char* which = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime " : "driver ";
     for (CUpti_CallbackId id : ids)
-      if (auto err = call("cuptiEnableCallback(" + std::to_string(on) + ", " + which + std::to_string(id) + ")",
-                          g_fns.enableCallback(on, subscriber_, domain, id));
+      if (auto err = call(std::string("cuptiEnableCallback(") + which + std::to_string(id) + ")",
+                          g_fns.enableCallback(1, subscriber_, domain, id));
           !err.empty())
         return err;
     return "";
@@ -544,6 +590,7 @@ std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, Cupt
       {"cuptiSubscribe", reinterpret_cast<void**>(&g_fns.subscribe)},
       {"cuptiUnsubscribe", reinterpret_cast<void**>(&g_fns.unsubscribe)},
       {"cuptiEnableCallback", reinterpret_cast<void**>(&g_fns.enableCallback)},
+      {"cuptiFinalize", reinterpret_cast<void**>(&g_fns.finalize)},
   };
   for (const Want& w : want) {
     *w.slot = dlsym(h, w.name);

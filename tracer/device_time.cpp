@@ -93,11 +93,13 @@ void Collector::add_externals(const std::vector<std::pair<uint32_t, uint64_t>>& 
 }
 
 void Collector::link(uint32_t correlation, uint64_t external) {
-  links_[correlation] = {external, round_};
+  Link& l = links_[correlation];
+  l = {external, round_};
   if (options_.timeline && timeline_.external_of.size() < options_.timeline_max_events)
     timeline_.external_of[correlation] = external;
   auto w = waiting_.find(correlation);
   if (w == waiting_.end()) return;
+  l.matched = true;
   for (const auto& a : w->second.activities) attribute(a, external);
   waiting_.erase(w);
 }
@@ -143,6 +145,7 @@ void Collector::add_activity(DeviceActivity a, uint64_t now) {
   }
   auto link = links_.find(a.correlation);
   if (link != links_.end()) {
+    link->second.matched = true;
     attribute(a, link->second.external);
   } else {
     auto& w = waiting_[a.correlation];
@@ -198,6 +201,14 @@ void Collector::add_dropped(uint64_t n) {
   health_.dropped += n;
 }
 
+size_t Collector::unmatched_links(uint32_t after, uint32_t upto) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [correlation, l] : links_)
+    if (!l.matched && correlation > after && correlation <= upto) ++n;
+  return n;
+}
+
 void Collector::settle(bool all) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (all || round_ - it->second.round >= 2) {
@@ -231,8 +242,14 @@ void Collector::settle(bool all) {
 
 void Collector::end_round(bool final) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (held_ && !final) return;
   if (health_.stopped.empty()) settle(final);
   ++round_;
+}
+
+void Collector::hold_rounds(bool held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_ = held;
 }
 
 void Collector::stop(const std::string& why) {

@@ -121,8 +121,14 @@ class Collector {
   // Sampled timing: this call ran while a window opened or closed, so some of its work was not
   // recorded: it is left out (what it has, and what still comes for it) and counted in calls_cut.
   void exclude(uint64_t external);
+  // Launches tied to an op with a correlation id in (after, upto] whose device record has not come
+  // yet: sampled timing waits for them before it detaches CUPTI.
+  size_t unmatched_links(uint32_t after, uint32_t upto) const;
   // Ends a round: calls without new records for two rounds become final; with `final`, all do.
   void end_round(bool final);
+  // While held, rounds do not end (short of a final one): sampled timing looks for a window's
+  // records many times in a row, and no call may become final between two looks.
+  void hold_rounds(bool held);
 
   // Stops timing for good: pending calls are discarded, later records ignored; settled statistics
   // stay. The first reason is kept.
@@ -150,6 +156,7 @@ class Collector {
   struct Link {
     uint64_t external;
     uint64_t round;
+    bool matched = false;  // its record came
   };
   void link(uint32_t correlation, uint64_t external);            // mu_ held
   void attribute(const DeviceActivity& a, uint64_t external);  // mu_ held
@@ -162,6 +169,7 @@ class Collector {
   uint64_t begin_ = 0;
   bool begun_ = false;
   uint64_t round_ = 0;
+  bool held_ = false;
   std::unordered_map<uint32_t, Link> links_;                 // correlation -> external id
   struct Waiting {
     uint64_t round;

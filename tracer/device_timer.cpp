@@ -2,10 +2,15 @@
 
 #include <pthread.h>
 
+#include <thread>
+
 namespace bb::devtime {
 namespace {
 
 constexpr int kMaxDepth = 256;
+// How long closing a window waits for a launch to detach CUPTI at (none comes in an idle program:
+// CUPTI then stays attached, with its records off, until the next window).
+constexpr uint32_t kDetachWaitMs = 20;
 
 // The calls this thread pushed: their ids, start times (timeline) and the sampling epoch they began in.
 struct OpStack {
@@ -112,21 +117,58 @@ void DeviceTimer::round() {
   collector_.end_round(false);
 }
 
-bool DeviceTimer::window(bool open) {
+bool DeviceTimer::window(bool open, std::chrono::steady_clock::time_point drain_until) {
+  uint32_t close_mark = 0;
+  {
+    std::lock_guard<std::mutex> lock(control_);
+    if (!active_.load() || forgotten_.load() || finished_) return false;
+    if (((epoch_.load() & 1) != 0) == open) return true;  // already so
+    if (open) {
+      // Recording on before calls can see the window.
+      if (std::string err = api_->detached() ? api_->attach() : api_->record(true); !err.empty()) {
+        stop_locked("sampled timing could not open a window: " + err);
+        return false;
+      }
+      open_mark_ = api_->last_linked();
+      epoch_.fetch_add(1);
+      windows_.fetch_add(1);
+      return true;
+    }
+    // Closing: the window ends for the calls first; whatever they launch from then on is theirs to
+    // lose (they are cut), not a short time. Calls that begin while the records are going off are
+    // cut as well (the second step).
+    epoch_.fetch_add(1);
+    close_mark = api_->last_linked();
+    if (std::string err = api_->record(false); !err.empty()) {
+      stop_locked("sampled timing could not close a window: " + err);
+      return false;
+    }
+    epoch_.fetch_add(2);
+    if (!api_->can_detach()) return true;
+  }
+  // The device may still be running the window's work: wait for its records (the lock is free
+  // between looks), then collect everything, unfinished work as such (those calls are left out).
+  // No call becomes final meanwhile: looking often must not make a quiet gap out of a busy device.
+  collector_.hold_rounds(true);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(control_);
+      if (!active_.load() || forgotten_.load() || finished_) break;
+      api_->flush(false);
+      if (collector_.unmatched_links(open_mark_, close_mark) == 0) break;
+    }
+    if (std::chrono::steady_clock::now() >= drain_until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::lock_guard<std::mutex> lock(control_);
-  if (!active_.load() || forgotten_.load() || finished_) return false;
-  if (((epoch_.load() & 1) != 0) == open) return true;  // already so
-  // Opening: recording on before calls can see the window. Closing: the window ends for the calls
-  // first; whatever they launch from then on is theirs to lose (they are cut), not a short time.
-  if (!open) epoch_.fetch_add(1);
-  if (std::string err = api_->record(open); !err.empty()) {
-    stop_locked("sampled timing could not " + std::string(open ? "open" : "close") + " a window: " + err);
+  if (!active_.load() || forgotten_.load() || finished_) {
+    collector_.hold_rounds(false);
     return false;
   }
-  if (open) {
-    epoch_.fetch_add(1);
-    windows_.fetch_add(1);
-  }
+  api_->flush(true);
+  collector_.hold_rounds(false);
+  collector_.end_round(false);
+  if (api_->detach(kDetachWaitMs)) detaches_.fetch_add(1);
   return true;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +33,18 @@ class CuptiApi {
   // Sampled timing: off, CUPTI records no kernel, memcpy or memset (work launched meanwhile never
   // gets a record) and launches are not tied to ops; on again after. Returns an error text.
   virtual std::string record(bool on) = 0;
+  // Sampled timing between windows can detach CUPTI from the process (cuptiFinalize): with its
+  // records merely off, CUPTI still costs each launch most of what recording does.
+  virtual bool can_detach() const { return false; }
+  // Detaches CUPTI at the exit of the next launch (on the launching thread: where NVIDIA says
+  // cuptiFinalize is safe), waiting up to wait_ms for one. False, and still attached, if none came.
+  virtual bool detach(uint32_t /*wait_ms*/) { return false; }
+  virtual bool detached() const { return false; }
+  // Attaches again: buffers, launch callbacks, linking and records. Returns an error text.
+  virtual std::string attach() { return "CUPTI cannot be attached again"; }
+  // The correlation id of the latest launch tied to an op (launch ids grow): before detaching,
+  // sampled timing waits for the records of the window's launches up to this one.
+  virtual uint32_t last_linked() const { return 0; }
 };
 
 // Sampled timing: device time is recorded in windows of on_ms at the start of every period_ms; calls
@@ -63,10 +76,14 @@ class DeviceTimer {
   void taken_over(const std::string& what);
   void round();   // periodic: completed buffers, one round
   // Sampled timing, from the sampler thread: opens (records again) or closes the window. The first
-  // window opens with start(). Returns false once timing has stopped: the thread may end.
-  bool window(bool open);
+  // window opens with start(). Where CUPTI can be detached, closing then waits until drain_until
+  // at most for the records of the window's launches (the device may run behind the host), collects
+  // them and detaches CUPTI; opening attaches it again. Returns false once timing has stopped: the
+  // thread may end.
+  bool window(bool open, std::chrono::steady_clock::time_point drain_until = {});
   const Sampling& sampling() const { return sampling_; }
   uint64_t windows() const { return windows_.load(); }  // opened so far (the first included)
+  uint64_t detaches() const { return detaches_.load(); }  // gaps between windows with CUPTI detached
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
   void forget();  // in a forked child: never call CUPTI again
 
@@ -86,6 +103,8 @@ class DeviceTimer {
   // Odd while a window is open (always, when not sampling): a call that sees it change was cut.
   std::atomic<uint64_t> epoch_{1};
   std::atomic<uint64_t> windows_{0};
+  std::atomic<uint64_t> detaches_{0};
+  uint32_t open_mark_ = 0;  // last_linked() as the window opened
   mutable std::mutex control_;  // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};

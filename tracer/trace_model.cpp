@@ -83,7 +83,7 @@ bool TraceMeta::operator==(const TraceMeta& o) const {
 bool DeviceTiming::operator==(const DeviceTiming& o) const {
   return status == o.status && calls_timed == o.calls_timed && dropped_records == o.dropped_records &&
          unfinished_records == o.unfinished_records && incomplete_calls == o.incomplete_calls &&
-         sampled == o.sampled && windows == o.windows && cut_calls == o.cut_calls &&
+         sampled == o.sampled && windows == o.windows && detaches == o.detaches && cut_calls == o.cut_calls &&
          unattributed == o.unattributed && unattributed_ns == o.unattributed_ns &&
          unattributed_kernels == o.unattributed_kernels;
 }

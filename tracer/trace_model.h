@@ -118,6 +118,7 @@ struct DeviceTiming {
   uint64_t incomplete_calls = 0;    // calls with such a record: not timed
   std::string sampled;              // sampled timing: "10 ms of every 100 ms"; empty: every call timed
   uint64_t windows = 0;             // sampled: windows opened
+  uint64_t detaches = 0;            // sampled: gaps between windows with CUPTI detached
   uint64_t cut_calls = 0;           // sampled: calls a window's edge fell in: not timed
   uint64_t unattributed = 0;        // device activity launched outside any op call
   uint64_t unattributed_ns = 0;

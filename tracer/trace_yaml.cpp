@@ -159,6 +159,7 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
     if (!d->sampled.empty()) {
       out << YAML::Key << "sampled" << YAML::Value << YAML::DoubleQuoted << d->sampled;
       out << YAML::Key << "windows" << YAML::Value << d->windows;
+      out << YAML::Key << "detaches" << YAML::Value << d->detaches;
       out << YAML::Key << "cut_calls" << YAML::Value << d->cut_calls;
     }
     out << YAML::Key << "unattributed" << YAML::Value << d->unattributed;
@@ -356,6 +357,7 @@ class Reader : public yaml::Reader {
       t.incomplete_calls = optional<uint64_t>(d, "incomplete_calls", 0, "a non-negative integer");
       t.sampled = optional<std::string>(d, "sampled", "", "a string");
       t.windows = optional<uint64_t>(d, "windows", 0, "a non-negative integer");
+      t.detaches = optional<uint64_t>(d, "detaches", 0, "a non-negative integer");
       t.cut_calls = optional<uint64_t>(d, "cut_calls", 0, "a non-negative integer");
       t.unattributed = optional<uint64_t>(d, "unattributed", 0, "a non-negative integer");
       t.unattributed_ns = optional<uint64_t>(d, "unattributed_ns", 0, "a non-negative integer");

@@ -147,6 +147,8 @@ class DeviceTime(TempDirTest):
         timing = t["meta"]["device_timing"]
         self.assertEqual((timing["status"], timing["sampled"]), ("on", "5 ms of every 50 ms"), timing)
         self.assertTrue(20 <= timing["windows"] <= 40, timing)  # 1.5 s of 50 ms periods, and start-up
+        # Between windows CUPTI was detached (cuptiFinalize) and attached again for the next one.
+        self.assertGreaterEqual(timing["detaches"], timing["windows"] // 2, timing)
         (mm,) = entries(t, "aten::mm")
         self.assertEqual(mm["count"], int(r.stdout.split()[-1]))
         d = mm["device_time"]

@@ -21,6 +21,7 @@ constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // a realtime-like clock
 struct FakeCupti : CuptiApi {
   struct Log {
     int enables = 0, disables = 0, pushes = 0, pops = 0, flushes = 0, forced = 0, records_on = 0, records_off = 0;
+    int detaches = 0, attaches = 0;
     std::vector<uint64_t> pushed;
   };
   std::shared_ptr<Log> log = std::make_shared<Log>();
@@ -28,6 +29,10 @@ struct FakeCupti : CuptiApi {
   Collector* sink = nullptr;
   bool enabled = false;
   bool recording = true;  // sampled timing's windows
+  bool detachable = false;     // sampled timing may detach CUPTI between windows
+  bool launch_comes = true;    // a launch comes to detach at (false: the program is idle)
+  bool is_detached = false;
+  uint32_t last_link = 0;
   uint64_t clock = kT0;
   uint32_t next_corr = 1;
   std::vector<uint64_t> stack;  // one thread is enough for these tests
@@ -36,6 +41,7 @@ struct FakeCupti : CuptiApi {
   std::vector<ApiCall> api;
   std::vector<DeviceActivity> activities;
   std::vector<DeviceActivity> running;  // launched, not finished: only a forced flush returns them
+  std::vector<std::pair<int, DeviceActivity>> late;  // finishing after so many more flushes
 
   std::string enable(Collector* s) override {
     ++log->enables;
@@ -45,6 +51,7 @@ struct FakeCupti : CuptiApi {
     return "";
   }
   void disable() override {
+    if (is_detached) return;
     ++log->disables;
     enabled = false;
   }
@@ -59,7 +66,16 @@ struct FakeCupti : CuptiApi {
     stack.pop_back();
   }
   void flush(bool forced) override {
+    if (is_detached) return;
     ++log->flushes;
+    for (auto it = late.begin(); it != late.end();) {  // the device catches up
+      if (--it->first <= 0) {
+        activities.push_back(it->second);
+        it = late.erase(it);
+      } else {
+        ++it;
+      }
+    }
     if (forced) ++log->forced;
     if (!sink) return;
     for (auto& [c, e] : externals) sink->add_external(c, e);
@@ -75,21 +91,42 @@ struct FakeCupti : CuptiApi {
   }
   uint64_t now() override { return clock; }
   std::string record(bool on) override {
+    if (is_detached) return on ? "detached" : "";
     ++(on ? log->records_on : log->records_off);
     if (!record_error.empty()) return record_error;
     recording = on;
     return "";
   }
+  bool can_detach() const override { return detachable; }
+  bool detach(uint32_t) override {
+    if (!detachable || !launch_comes) return false;
+    ++log->detaches;
+    is_detached = true;
+    return true;
+  }
+  bool detached() const override { return is_detached; }
+  std::string attach() override {
+    ++log->attaches;
+    is_detached = false;
+    recording = true;
+    return "";
+  }
+  uint32_t last_linked() const override { return last_link; }
 
-  // The program launches a kernel of `ns` on `stream`; it finishes unless `finished` is false.
-  uint32_t launch(const std::string& name, uint64_t ns, uint32_t stream = 7, bool finished = true) {
+  // The program launches a kernel of `ns` on `stream`; it finishes unless `finished` is false, after
+  // `flushes_late` more flushes if that is set (the device runs behind the host).
+  uint32_t launch(const std::string& name, uint64_t ns, uint32_t stream = 7, bool finished = true,
+                  int flushes_late = 0) {
     if (!enabled) return 0;
     const uint32_t corr = next_corr++;
-    if (!recording) {  // no link, no record: as if it never ran
+    if (!recording || is_detached) {  // no link, no record: as if it never ran
       clock += ns + 10000;
       return corr;
     }
-    if (!stack.empty()) externals.push_back({corr, stack.back()});
+    if (!stack.empty()) {
+      externals.push_back({corr, stack.back()});
+      last_link = corr;
+    }
     api.push_back({corr, clock, clock + 2000, 42, "cudaLaunchKernel"});
     DeviceActivity a;
     a.correlation = corr;
@@ -99,7 +136,8 @@ struct FakeCupti : CuptiApi {
     a.name = name;
     a.grid[0] = 4;
     a.block[0] = 128;
-    (finished ? activities : running).push_back(a);
+    if (flushes_late > 0) late.emplace_back(flushes_late, a);
+    else (finished ? activities : running).push_back(a);
     clock += ns + 10000;
     return corr;
   }
@@ -452,6 +490,99 @@ TEST_CASE("sampled timing: CUPTI refusing a window stops timing and says why") {
   CHECK(r.timer->status().rfind("stopped: sampled timing could not close a window", 0) == 0);
   r.timer->finish();
   CHECK(r.timer->collector().by_signature()[1].per_call.total() == 100);
+}
+
+TEST_CASE("sampled timing detaches CUPTI between windows once the window's records are in") {
+  Rig r({}, Sampling{10, 100});
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("behind", 100, 7, true, 3);  // the device runs it after three more looks
+  r.timer->op_end();
+  const auto generous = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  REQUIRE(r.timer->window(false, generous));
+  CHECK(r.cupti->is_detached);
+  CHECK(r.timer->detaches() == 1);
+  CHECK(r.log->flushes >= 4);  // three looks until its record came, then the last one (forced)
+  CHECK(r.log->forced == 1);
+  CHECK(std::chrono::steady_clock::now() < generous);  // it did not wait out the drain time
+
+  REQUIRE(r.timer->op_start(2));  // between windows: CUPTI is not there
+  r.cupti->launch("between", 300);
+  r.timer->op_end();
+  r.timer->round();  // the periodic collection leaves a detached CUPTI alone
+
+  REQUIRE(r.timer->window(true));  // attached again
+  CHECK(r.log->attaches == 1);
+  CHECK_FALSE(r.cupti->is_detached);
+  CHECK(r.log->records_on == 0);
+  CHECK(r.timer->windows() == 2);
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("inside", 150);
+  r.timer->op_end();
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 2);
+  CHECK(sigs[1].per_call.total() == 250);
+  CHECK(sigs[2].per_call.count() == 0);
+  const Health h = r.timer->collector().health();
+  CHECK(h.calls_incomplete == 0);
+  CHECK(h.unattributed == 0);
+}
+
+TEST_CASE("sampled timing: work still running when the drain time is up is left out, not timed short") {
+  Rig r({}, Sampling{10, 100});
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("done", 100);
+  r.cupti->launch("still running", 100, 7, false);
+  r.timer->op_end();
+  REQUIRE(r.timer->op_start(2));
+  r.cupti->launch("done", 50);
+  r.timer->op_end();
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
+  CHECK(r.timer->detaches() == 1);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 0);  // 100 of its 200 ns were recorded: not kept
+  CHECK(sigs[2].per_call.total() == 50);
+  CHECK(r.timer->collector().health().calls_incomplete == 1);
+}
+
+TEST_CASE("sampled timing: with no launch to detach at, CUPTI stays attached with its records off") {
+  Rig r({}, Sampling{10, 100});
+  r.cupti->detachable = true;
+  r.cupti->launch_comes = false;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now()));
+  CHECK(r.timer->detaches() == 0);
+  CHECK_FALSE(r.cupti->is_detached);
+  CHECK(r.log->records_off == 1);
+  REQUIRE(r.timer->window(true));
+  CHECK(r.log->records_on == 1);  // opened by turning records on; nothing to attach
+  CHECK(r.log->attaches == 0);
+}
+
+TEST_CASE("sampled timing: a takeover while CUPTI is detached stops timing and keeps what was timed") {
+  Rig r({}, Sampling{10, 100});
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("k", 100);
+  r.timer->op_end();
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
+  REQUIRE(r.cupti->is_detached);
+  const int flushes = r.log->flushes, disables = r.log->disables;
+  r.timer->taken_over("torch.profiler registered its CUPTI buffers");
+  CHECK_FALSE(r.timer->active());
+  CHECK_FALSE(r.timer->window(true));  // not attached again: the sampler thread ends
+  CHECK(r.log->attaches == 0);
+  CHECK(r.log->flushes == flushes);  // CUPTI untouched (any call would attach it again)
+  CHECK(r.log->disables == disables);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[1].per_call.total() == 100);
+  CHECK(r.timer->status().rfind("stopped: torch.profiler registered its CUPTI buffers", 0) == 0);
 }
 
 TEST_CASE("without sampling windows are never toggled and every call is timed") {

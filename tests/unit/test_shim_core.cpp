@@ -235,11 +235,13 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
 
   times.sampled = "10 ms of every 100 ms";  // sampled timing says so, with its windows and cut calls
   times.windows = 12;
+  times.detaches = 11;
   times.health.calls_cut = 4;
   auto s = make_trace(snap, run, "exited", &times);
   CHECK(s.meta.device_timing->sampled == "10 ms of every 100 ms");
   CHECK(s.meta.device_timing->windows == 12);
   CHECK(s.meta.device_timing->cut_calls == 4);
+  CHECK(s.meta.device_timing->detaches == 11);
   const std::string yaml = bb::trace::to_yaml(s);
   CHECK(yaml.find("sampled: \"10 ms of every 100 ms\"") != std::string::npos);
   CHECK(bb::trace::parse_trace(yaml, "t.yaml") == s);
