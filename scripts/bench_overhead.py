@@ -3,11 +3,12 @@
 
 For each configuration — no preload, preload with BB_DISABLE=1, preload tracing (with CUPTI device
 timing on CUDA: the default), the same with sampled device timing (traced-sampled:
-BB_DEVICE_TIME_SAMPLE=10/100 unless --sample says otherwise: 10 ms of every 100 ms), preload tracing
-with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording kernels but not tying them
-to ops (cupti-kernels: what CUPTI itself costs), torch.profiler(record_shapes=True) without the
-preload, and the preload routing aten::add.Tensor to the sample backend under a policy whose condition
-is false for these calls (tracing off: the cost of deciding not to route) — a fresh process measures:
+BB_DEVICE_TIME_SAMPLE=100/1000 unless --sample says otherwise: 100 ms of every second, CUPTI detached
+in between), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording
+kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs), torch.profiler(record_shapes
+=True) without the preload, and the preload routing aten::add.Tensor to the sample backend under a
+policy whose condition is false for these calls (tracing off: the cost of deciding not to route) — a
+fresh process measures:
   * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs,
     each at least --op-seconds long (a whole number of sampling periods: a short run could fall
     between two windows of sampled timing and time nothing);
@@ -29,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ["none", "disabled", "traced", "traced-sampled", "shapes-only", "cupti-kernels", "profiler", "route-unmet"]
-SAMPLE = "10/100"
+SAMPLE = "100/1000"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
 
@@ -164,7 +165,7 @@ def main():
     p.add_argument("--model", default="small", choices=["small", "gpt2"])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512, help="sequence length for gpt2")
-    p.add_argument("--op-seconds", type=float, default=0.5,
+    p.add_argument("--op-seconds", type=float, default=1.0,
                    help="each tiny-op timing runs at least this long (keep it a multiple of the sampling period)")
     p.add_argument("--reps", type=int, default=5, help="tiny-op timings; the best counts")
     p.add_argument("--steps", type=int, default=20)
