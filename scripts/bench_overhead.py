@@ -34,25 +34,27 @@ SAMPLE = "100/1000"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
 
-def tiny_op_us(device, seconds, reps, chunk=100):
+def add_loop_us(a, b, seconds, chunk=100):
+    """Per-call time of torch.add(a, b) in a loop of at least `seconds`, device work included."""
+    import torch
+    sync = torch.cuda.synchronize if a.is_cuda else (lambda: None)
+    sync()
+    calls = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(chunk):
+            torch.add(a, b)
+        calls += chunk
+    sync()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def tiny_op_us(device, seconds, reps):
     """Best per-call time over reps runs of the loop, each of at least `seconds`."""
     import torch
     a = torch.ones(1, device=device)
     b = torch.ones(1, device=device)
-    best = float("inf")
-    for _ in range(reps):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        calls = 0
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            for _ in range(chunk):
-                torch.add(a, b)
-            calls += chunk
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-    return best
+    return min(add_loop_us(a, b, seconds) for _ in range(reps))
 
 
 def make_step(model, device, batch, seq):

@@ -28,6 +28,8 @@ import time
 
 import torch
 
+from bench_overhead import add_loop_us  # the same loop as the overhead benchmark's
+
 CONCURRENT_KERNEL, MEMCPY, MEMSET = 10, 1, 2  # CUpti_ActivityKind values (cupti_activity.h)
 KINDS = (CONCURRENT_KERNEL, MEMCPY, MEMSET)
 BUFFER_BYTES = 32 << 20
@@ -96,18 +98,6 @@ class Cupti:
         self.check("cuptiFinalize", self.lib.cuptiFinalize())
 
 
-def loop_us(seconds, a, b, chunk=100):
-    torch.cuda.synchronize()
-    calls = 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        for _ in range(chunk):
-            torch.add(a, b)
-        calls += chunk
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / calls * 1e6
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cycles", type=int, default=8)
@@ -115,26 +105,26 @@ def main():
     args = p.parse_args()
     a = torch.ones(1, device="cuda")
     b = torch.ones(1, device="cuda")
-    loop_us(0.5, a, b)  # warm
+    add_loop_us(a, b, 0.5)  # warm
     cupti = Cupti()
     t = {k: [] for k in ("detached", "recording", "attached-idle", "none", "profiler")}
     attach_ms, detach_ms = [], []
     for _ in range(args.cycles):
-        t["detached"].append(loop_us(args.seconds, a, b))
+        t["detached"].append(add_loop_us(a, b, args.seconds))
         t0 = time.perf_counter()
         cupti.attach()
         attach_ms.append((time.perf_counter() - t0) * 1e3)
-        t["recording"].append(loop_us(args.seconds, a, b))
+        t["recording"].append(add_loop_us(a, b, args.seconds))
         cupti.record(False)
-        t["attached-idle"].append(loop_us(args.seconds, a, b))
+        t["attached-idle"].append(add_loop_us(a, b, args.seconds))
         t0 = time.perf_counter()
         cupti.detach()
         detach_ms.append((time.perf_counter() - t0) * 1e3)
     from torch.profiler import ProfilerActivity, profile
     for _ in range(args.cycles):
-        t["none"].append(loop_us(args.seconds, a, b))
+        t["none"].append(add_loop_us(a, b, args.seconds))
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True):
-            t["profiler"].append(loop_us(args.seconds, a, b))
+            t["profiler"].append(add_loop_us(a, b, args.seconds))
     print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, {cupti.path}; date {time.strftime('%Y-%m-%d')}")
     print(f"torch.add on 1-element CUDA tensors, {args.cycles} cycles x {args.seconds} s per state; "
           f"CUPTI records collected: {cupti.records} ({cupti.bytes >> 20} MiB)")
