@@ -186,36 +186,59 @@ std::string cupti_conflict() {
   return "";
 }
 
-// Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
-// the last one was due, on its own thread (no signals delivered to it), until timing stops. Slow
-// CUPTI calls (attaching takes milliseconds) shorten neither the window nor, unless they overrun
-// it, the period.
-void start_sampler(devtime::DeviceTimer* timer) {
+// Runs fn on a thread of its own that no signal is delivered to (the program's handlers stay on its
+// threads); says so once if the thread cannot start.
+template <typename Fn>
+void start_quiet_thread(Fn fn, const char* what) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   try {
-    std::thread([timer] {
-      using clock = std::chrono::steady_clock;
-      const auto on = std::chrono::milliseconds(timer->sampling().on_ms);
-      const auto period = std::chrono::milliseconds(timer->sampling().period_ms);
-      auto due = clock::now(), opened = due;  // the first window opened with start()
-      for (;;) {
-        std::this_thread::sleep_until(opened + on);
-        const auto closing = clock::now();
-        due += period;
-        if (due < closing + (period - on) / 2) due = closing + (period - on);  // fell behind: keep a gap
-        if (!timer->window(false, closing + (due - closing) / 2)) return;  // drains half the gap at most
-        std::this_thread::sleep_until(due);
-        if (!timer->window(true)) return;
-        opened = clock::now();
-      }
-    }).detach();
+    std::thread(std::move(fn)).detach();
   } catch (const std::system_error& e) {
-    log::warn(std::string("sampled device timing: cannot start its thread (") + e.what() +
-              "); the first window stays open: every call is timed");
+    log::warn(std::string(what) + ": cannot start its thread (" + e.what() + ")");
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
+// the last one was due, until timing stops. Slow CUPTI calls (attaching takes milliseconds) shorten
+// neither the window nor, unless they overrun it, the period.
+void start_sampler(devtime::DeviceTimer* timer) {
+  start_quiet_thread(
+      [timer] {
+        using clock = std::chrono::steady_clock;
+        const auto on = std::chrono::milliseconds(timer->sampling().on_ms);
+        const auto period = std::chrono::milliseconds(timer->sampling().period_ms);
+        auto due = clock::now(), opened = due;  // the first window opened with start()
+        for (;;) {
+          std::this_thread::sleep_until(opened + on);
+          const auto closing = clock::now();
+          due += period;
+          if (due < closing + (period - on) / 2) due = closing + (period - on);  // fell behind: keep a gap
+          if (!timer->window(false, closing + (due - closing) / 2)) return;  // drains half the gap at most
+          std::this_thread::sleep_until(due);
+          if (!timer->window(true)) return;
+          opened = clock::now();
+        }
+      },
+      "sampled device timing (the first window stays open: every call is timed)");
+}
+
+// A collection every second while timing runs. CUPTI hands over a buffer when it is full or when
+// asked; a buffer that fills slowly (another thread's or stream's work) would otherwise keep its
+// records until the trace is next written, while the buffers of a busy thread complete round after
+// round and the links its launches need expire.
+void start_sweeper(devtime::DeviceTimer* timer) {
+  start_quiet_thread(
+      [timer] {
+        for (;;) {
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+          if (!timer->active()) return;
+          timer->round();
+        }
+      },
+      "device timing's periodic collection");
 }
 
 void start_device_timing() {
@@ -249,6 +272,7 @@ void start_device_timing() {
   g_timer.store(timer);
   if (!timer->start(conflict)) return;
   set_op_hooks(&timer_op_start, &timer_op_end);
+  start_sweeper(timer);
   if (sampling.enabled()) start_sampler(timer);
 }
 

@@ -71,6 +71,19 @@ torch.cuda.synchronize()
 print(n)
 """
 
+# A backward pass (its kernels launched by autograd's device thread), then a few hundred thousand
+# launches on the main thread: CUPTI completes a dozen buffers of them while the backward's records
+# may wait in a buffer of their own.
+BACKWARD_THEN_BUSY = """
+import torch
+x = torch.randn(64, 64, device="cuda", requires_grad=True)
+(x * x).sum().backward()
+a = torch.ones(1, device="cuda")
+for _ in range(400_000):
+    torch.add(a, a)
+torch.cuda.synchronize()
+"""
+
 
 def entries(t, op):
     return [e for e in t["ops"] if e["op"] == op]
@@ -103,6 +116,17 @@ class DeviceTime(TempDirTest):
         self.assertTrue(any("elementwise" in k["name"] for k in clamp["kernels"]), clamp["kernels"])
         names = {k["name"] for k in mm["kernels"]}
         self.assertFalse(names & {k["name"] for k in clamp["kernels"]}, names)
+
+    def test_kernels_of_another_thread_stay_attributed_while_this_one_fills_buffers(self):
+        r, t = self.trace(BACKWARD_THEN_BUSY)
+        self.assertEqual(r.stderr, "")
+        timing = t["meta"]["device_timing"]
+        self.assertEqual((timing["status"], timing["unattributed"]), ("on", 0), timing)
+        muls = entries(t, "aten::mul.Tensor")  # x * x forward, grad * x twice in the backward
+        self.assertEqual(sum(e["count"] for e in muls), 3, muls)
+        self.assertEqual(sum(e["device_time"]["calls"] for e in muls), 3, muls)
+        busy = max(entries(t, "aten::add.Tensor"), key=lambda e: e["count"])
+        self.assertGreaterEqual(busy["device_time"]["calls"], 0.99 * busy["count"], busy)
 
     def test_torch_profiler_inside_a_preloaded_program(self):
         r, t = self.trace(PROFILER_INSIDE)
