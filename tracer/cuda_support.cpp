@@ -187,16 +187,16 @@ std::string cupti_conflict() {
 }
 
 // Runs fn on a thread of its own that no signal is delivered to (the program's handlers stay on its
-// threads); says so once if the thread cannot start.
+// threads); says once what follows if the thread cannot start.
 template <typename Fn>
-void start_quiet_thread(Fn fn, const char* what) {
+void start_quiet_thread(Fn fn, const char* what, const char* then) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   try {
     std::thread(std::move(fn)).detach();
   } catch (const std::system_error& e) {
-    log::warn(std::string(what) + ": cannot start its thread (" + e.what() + ")");
+    log::warn(std::string(what) + ": cannot start its thread (" + e.what() + "); " + then);
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
@@ -222,7 +222,7 @@ void start_sampler(devtime::DeviceTimer* timer) {
           opened = clock::now();
         }
       },
-      "sampled device timing (the first window stays open: every call is timed)");
+      "sampled device timing", "the first window stays open: every call is timed");
 }
 
 // A collection every second while timing runs. CUPTI hands over a buffer when it is full or when
@@ -238,7 +238,7 @@ void start_sweeper(devtime::DeviceTimer* timer) {
           timer->round();
         }
       },
-      "device timing's periodic collection");
+      "device timing's collection every second", "records are collected as CUPTI's buffers fill");
 }
 
 void start_device_timing() {
