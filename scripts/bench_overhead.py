@@ -5,10 +5,10 @@ For each configuration — no preload, preload with BB_DISABLE=1, preload tracin
 timing on CUDA: the default), the same with sampled device timing (traced-sampled:
 BB_DEVICE_TIME_SAMPLE=100/1000 unless --sample says otherwise: 100 ms of every second, CUPTI detached
 in between), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording
-kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs), torch.profiler(record_shapes
-=True) without the preload, and the preload routing aten::add.Tensor to the sample backend under a
-policy whose condition is false for these calls (tracing off: the cost of deciding not to route) — a
-fresh process measures:
+kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
+torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
+sample backend under a policy whose condition is false for these calls (tracing off: the cost of
+deciding not to route) — a fresh process measures:
   * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs,
     each at least --op-seconds long (a whole number of sampling periods: a short run could fall
     between two windows of sampled timing and time nothing);
