@@ -381,19 +381,17 @@ class RealCupti : public CuptiApi {
         !err.empty())
       return err;
     std::string err;  // each step below runs only when the ones before it succeeded
-    if (mode_ == CuptiMode::Callback) {
-      // Linking before records: a launch in between is linked and has no record (its link expires)
-      // rather than a record no op claims.
-      (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() &&
-          (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches)).empty() &&
-          (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty() &&
-          (err = enable_kinds(kKinds)).empty();
-      return err;
-    }
-    if (auto err = enable_kinds(kKinds); !err.empty()) return err;
+    if (mode_ != CuptiMode::Callback)  // callback mode turns its records on last (below)
+      if (err = enable_kinds(kKinds); !err.empty()) return err;
     switch (mode_) {
       case CuptiMode::Callback:
-        break;
+        // Linking before records: a launch in between is linked and has no record (its link expires)
+        // rather than a record no op claims.
+        (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches)).empty() &&
+            (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty() &&
+            (err = enable_kinds(kKinds)).empty();
+        return err;
       case CuptiMode::ExternalAll:
         // Every API record on, then all but the launches off again.
         if (err = enable_kinds(kExternalKinds); !err.empty()) return err;
