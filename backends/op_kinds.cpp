@@ -5,6 +5,7 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/op_names.h"
 
@@ -31,6 +32,25 @@ bool is_view(const c10::FunctionSchema& s) {
   return alias && !alias->isWrite();
 }
 
+// Plumbing ops that do one kind of work: a kernel for one of them must not hand that work to another.
+const std::vector<std::set<std::string>>& kin() {
+  static const std::vector<std::set<std::string>> groups = {
+      {"aten::clone", "aten::copy_", "aten::contiguous", "aten::_to_copy", "aten::to", "aten::_copy_from",
+       "aten::_copy_from_and_resize", "aten::lift_fresh"},
+      {"aten::fill_", "aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::ones",
+       "aten::ones_like", "aten::new_ones", "aten::full", "aten::full_like", "aten::new_full",
+       "aten::scalar_tensor"},
+  };
+  return groups;
+}
+
+bool same_work(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  for (const auto& g : kin())
+    if (g.count(a) && g.count(b)) return true;
+  return false;
+}
+
 bool classify(const std::string& op) {
   auto [name, overload] = backends::split_op(op);
   if (name.rfind("aten::", 0) != 0 || allowed_names().count(name)) return true;
@@ -47,6 +67,10 @@ bool is_plumbing_op(const std::string& op) {
   auto it = known->find(op);
   if (it == known->end()) it = known->emplace(op, classify(op)).first;
   return it->second;
+}
+
+bool is_plumbing_for(const std::string& kernel_op, const std::string& op) {
+  return is_plumbing_op(op) && !same_work(split_op(kernel_op).first, split_op(op).first);
 }
 
 }  // namespace bb::backends

@@ -12,8 +12,8 @@
 #include "backends/op_names.h"
 #include "policy/compare.h"
 #include "policy/integrity.h"
+#include "policy/native_watch.h"
 #include "shim/crash_guard.h"
-#include "backends/op_kinds.h"
 #include "tracer/int_range.h"
 #include "tracer/log.h"
 #include "tracer/names.h"
@@ -38,7 +38,6 @@ struct Route;
 struct ActiveKernel {  // a generated kernel running on this thread
   const Route* route;
   bool reentered;            // it called the op it replaces
-  std::string compute_op;    // the first compute op it called (it handed work to ATen), or ""
   ActiveKernel* outer;
 };
 thread_local ActiveKernel* t_active = nullptr;
@@ -52,19 +51,6 @@ struct Bypass {
 };
 
 enum class Outcome { Routed, Declined, Failed, NativeCall };
-
-// Sees the ATen op calls of this thread while a generated kernel runs (a thread-local callback that
-// exists only then: calls outside generated kernels pay nothing); notes the first that is not
-// plumbing.
-std::unique_ptr<at::ObserverContext> watch_op(const at::RecordFunction& fn) {
-  ActiveKernel* active = t_active;
-  if (!active || !active->compute_op.empty()) return nullptr;
-  std::string op = fn.name();
-  const char* overload = fn.overload_name();
-  if (overload && *overload) op += std::string(".") + overload;
-  if (!backends::is_plumbing_op(op)) active->compute_op = op;
-  return nullptr;
-}
 
 std::string args_text(c10::ArrayRef<c10::IValue> args) {
   std::ostringstream s;
@@ -164,17 +150,12 @@ struct Route final : c10::OperatorKernel {
   std::string where() const { return kernel.op + " (" + kernel.source + ")"; }
 
   Outcome call_generated(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) const {
-    ActiveKernel frame{this, false, "", t_active};
+    ActiveKernel frame{this, false, t_active};
     struct Restore {
       ActiveKernel* outer;
-      std::optional<at::CallbackHandle> watch;
-      ~Restore() {
-        t_active = outer;
-        if (watch) at::removeCallback(*watch);
-      }
-    } restore{t_active, std::nullopt};
-    if (!frame.outer)  // the outermost generated kernel of this thread watches for all nested ones
-      restore.watch = at::addThreadLocalCallback(at::RecordFunctionCallback(&watch_op).scopes({at::RecordScope::FUNCTION}));
+      ~Restore() { t_active = outer; }
+    } restore{t_active};
+    policy::NativeCallWatch watch(kernel.op);  // (the same watch as bbreplay's)
     t_active = &frame;
     try {
       CrashContext crash(kernel.op, kernel.source);
@@ -192,9 +173,9 @@ struct Route final : c10::OperatorKernel {
                                                       "; the native kernel ran instead (later failures are counted)");
       return Outcome::Failed;
     }
-    if (!frame.reentered && frame.compute_op.empty()) return Outcome::Routed;
+    if (!frame.reentered && watch.first().empty()) return Outcome::Routed;
     stats.native_calls.fetch_add(1, std::memory_order_relaxed);
-    const std::string what = frame.reentered ? kernel.op + " itself" : frame.compute_op + " (a compute op)";
+    const std::string what = frame.reentered ? kernel.op + " itself" : watch.first() + " (a compute op)";
     note_once(stats.first_native_call, what);
     log::warn_once("native:" + kernel.op, "generated kernel for " + where() + " calls " + what +
                                               "; its result was discarded and the native kernel ran");
