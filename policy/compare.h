@@ -34,9 +34,13 @@ std::pair<double, double> error_stats(const at::Tensor& expected, const at::Tens
 // `reference`, the same op computed in float64, with native's own error as the yardstick (a kernel that
 // sums in another order is as right as native, and native is not always right: float32 gelu(inf) is
 // NaN on the CPU). Element i passes when actual equals native or the reference exactly (NaN equals
-// NaN), or |actual - r| <= atol + rtol |r| + 2 max|native - r| (the max over finite elements).
+// NaN), or |actual - r| <= atol + rtol |r| + 2 max|native - r| (the max over finite elements) +
+// rounding, where `rounding` (same shape as native, or undefined) is the rounding error a correct
+// computation in native's dtype may make on each element in another order (a reduction summing in
+// another order than native's: replay's rounding_allowance).
 std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const at::Tensor& actual,
-                                               const at::Tensor& reference, Tolerance tol);
+                                               const at::Tensor& reference, Tolerance tol,
+                                               const at::Tensor& rounding = {});
 
 // Tensors, lists and tuples of them, and scalars; `path` names the output in messages.
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,

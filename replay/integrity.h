@@ -54,8 +54,18 @@ bool bitwise_equal(const Values& a, const Values& b);
 using policy::aliasing;
 using policy::shares_storage;
 
-// Precision downgrade: `actual` is outside `own` tolerance of the float64 reference, yet within the
-// tolerance of a lower precision (float16 or bfloat16 for float32 and float64; bfloat16 for float16).
-bool within_lower_precision(const at::Tensor& actual, const at::Tensor& reference, policy::Tolerance own);
+// Precision downgrade (docs/integrity.md). The lower floating-point types a result of type `t` could
+// have been computed in, most precise first: float16 and bfloat16 below float32 and float64,
+// bfloat16 below float16.
+std::vector<c10::ScalarType> lower_precisions(c10::ScalarType t);
+
+// Whether `actual` is within `lower`'s tolerance of the float64 `reference` (a computation in `lower`
+// could explain its error).
+bool within_tolerance_of(const at::Tensor& actual, const at::Tensor& reference, c10::ScalarType lower);
+
+// Whether `actual`'s values are values of `lower`, as results rounded through it are: every element
+// whose reference is not itself a value of `lower` is one (those that are say nothing), and at least
+// 16 such elements exist.
+bool rounded_through(const at::Tensor& actual, const at::Tensor& reference, c10::ScalarType lower);
 
 }  // namespace bb::replay

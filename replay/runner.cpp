@@ -15,9 +15,9 @@
 #include <immintrin.h>
 #endif
 
-#include "backends/op_kinds.h"
 #include "bb/kernel.h"
 #include "policy/compare.h"
+#include "policy/native_watch.h"
 #include "replay/cuda_timer.h"
 #include "replay/integrity.h"
 #include "replay/trace_summary.h"
@@ -54,50 +54,34 @@ Values results(const c10::OperatorHandle& op, const Values& args, const torch::j
   return r;
 }
 
-// Notes the first ATen compute op (not allocation, view, copy or fill) that this thread calls while a
-// kernel under test runs: its work was done by ATen, not by the kernel.
-thread_local std::string* t_native_call = nullptr;
-
-std::unique_ptr<at::ObserverContext> note_op(const at::RecordFunction& fn) {
-  if (!t_native_call || !t_native_call->empty()) return nullptr;
-  std::string op = fn.name();
-  if (const char* overload = fn.overload_name(); overload && *overload) op += std::string(".") + overload;
-  if (!backends::is_plumbing_op(op)) *t_native_call = op;
-  return nullptr;
-}
-
-class NativeCallWatch {
- public:
-  NativeCallWatch() {
-    t_native_call = &first_;
-    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&note_op).scopes({at::RecordScope::FUNCTION}));
-  }
-  ~NativeCallWatch() {
-    at::removeCallback(handle_);
-    t_native_call = nullptr;
-  }
-  NativeCallWatch(const NativeCallWatch&) = delete;
-  NativeCallWatch& operator=(const NativeCallWatch&) = delete;
-  const std::string& first() const { return first_; }
-
- private:
-  std::string first_;
-  at::CallbackHandle handle_;
+// The kernel under test handed work to ATen (the native-call watch saw a compute op, or its own op,
+// on one of its calls). `phase`: which call (its first, a warm-up, a timed repetition, ...).
+struct NativeCallSeen : std::runtime_error {
+  NativeCallSeen(const std::string& op, const std::string& phase)
+      : std::runtime_error("the kernel called " + op + " (" + phase + "): ATen did the work (only allocation, "
+                           "view, copy and fill ops other than the kernel's own are allowed)") {}
 };
 
-// Runs native (kernel == null) or the kernel under test on `args`, which the call may write. `timed`:
+// Runs native (kernel == null) or the kernel under test on `args`, which the call may write. Every
+// call of the kernel is watched for native calls: one throws NativeCallSeen, unless `seen` is given
+// (then it holds the op, "" if none: for callers that must not be unwound mid-measurement). `timed`:
 // native is entered at its backend kernel, as the kernel under test is (the dispatcher's autograd
-// and view layers would otherwise be charged to native alone), and nothing watches the kernel.
-// `sync` false: return as soon as the call returns (the CUDA timer finds out what it left running).
+// and view layers would otherwise be charged to native alone). `sync` false: return as soon as the
+// call returns (the CUDA timer finds out what it left running).
 Values call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
-            c10::Device device, std::string* native_call = nullptr, bool timed = false, bool sync = true) {
+            c10::Device device, const std::string& phase, bool timed = false, bool sync = true,
+            std::string* seen = nullptr) {
   torch::jit::Stack stack(args.begin(), args.end());
   const c10::DispatchKeySet backend(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
   if (kernel) {
-    std::optional<NativeCallWatch> watch;
-    if (native_call) watch.emplace();
-    kernel->kernel->function.callBoxed(op, backend, &stack);
-    if (native_call) *native_call = watch->first();
+    std::string first;
+    {
+      policy::NativeCallWatch watch(kernel->op);
+      kernel->kernel->function.callBoxed(op, backend, &stack);
+      first = watch.first();
+    }
+    if (seen) *seen = first;
+    else if (!first.empty()) throw NativeCallSeen(first, phase);
   } else if (timed) {
     op.redispatchBoxed(backend, &stack);
   } else {
@@ -242,25 +226,37 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
   std::string why_not;
   CudaTimer* timer = o.device.is_cuda() ? cuda_timer(o.device, &why_not) : nullptr;
   if (o.device.is_cuda() && !timer) throw NoDeviceTiming("no device timing: " + why_not);
-  auto run = [&](const backends::LoadedKernel* which, const Values& inputs, std::vector<double>& out) {
+  // Both sides run the same way; the kernel's watch (a thread-local callback, see call()) costs it
+  // nothing unless it calls ATen ops, and then about a pointer comparison each.
+  auto run = [&](const backends::LoadedKernel* which, const Values& inputs, std::vector<double>& out,
+                 const std::string& phase) {
     Values args = copies(inputs);
     Values result;
+    std::string seen;
     if (timer) {
-      CudaSample s = timer->time([&] { result = call(bound.op, which, args, o.device, nullptr, true, false); });
+      CudaSample s = timer->time([&] { result = call(bound.op, which, args, o.device, phase, true, false, &seen); });
+      if (!seen.empty()) throw NativeCallSeen(seen, phase);
       const bool is_native = &out == &native;  // (in the self-check both sides are native code)
       out.push_back(s.device_us);
       (is_native ? native_events : generated_events).push_back(s.events_us);
-      Findings& seen = is_native ? native_findings : generated_findings;
-      if (seen.escaping.empty()) seen.escaping = s.findings.escaping;
-      if (seen.tampering.empty()) seen.tampering = s.findings.tampering;
-      if (seen.library.empty()) seen.library = s.findings.library;
+      Findings& found = is_native ? native_findings : generated_findings;
+      if (found.escaping.empty()) found.escaping = s.findings.escaping;
+      if (found.tampering.empty()) found.tampering = s.findings.tampering;
+      if (found.library.empty()) found.library = s.findings.library;
       return result;
     }
     evict(args);
     synchronize(o.device);
+    // The watch's callback is added before the clock starts: the timed call pays only the callback's
+    // cost on each ATen op the kernel itself calls (bench/watch_overhead.cpp). (Not on CUDA: the
+    // timer's own eviction calls ATen, and host time is not what is measured there.)
+    std::optional<policy::NativeCallWatch> around;
+    if (which) around.emplace(which->op);
     auto t0 = std::chrono::steady_clock::now();
-    result = call(bound.op, which, args, o.device, nullptr, true);  // synchronizes before returning
+    result = call(bound.op, which, args, o.device, phase, true, true, &seen);  // synchronizes before returning
     out.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    around.reset();
+    if (!seen.empty()) throw NativeCallSeen(seen, phase);
     return result;
   };
   Values previous;  // the kernel's (correct) result on the previous pair's inputs
@@ -277,13 +273,14 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
       inputs = make_inputs(bound, {o.device, seed, variant, false});
     }
     making_inputs += std::chrono::duration<double>(std::chrono::steady_clock::now() - made).count();
+    const std::string phase = rep < 0 ? "a warm-up run" : "timed repetition " + std::to_string(rep + 1);
     Values expected, got;
     if (native_first) {
-      expected = run(nullptr, inputs, native);
-      got = run(kernel, inputs, generated);
+      expected = run(nullptr, inputs, native, phase);
+      got = run(kernel, inputs, generated, phase);
     } else {
-      got = run(kernel, inputs, generated);
-      expected = run(nullptr, inputs, native);
+      got = run(kernel, inputs, generated, phase);
+      expected = run(nullptr, inputs, native, phase);
     }
     if (!o.check) return;
     CaseResult scratch = r;
@@ -360,10 +357,87 @@ Values float64_reference(const c10::OperatorHandle& op, const Values& inputs, c1
     args.push_back(std::move(c));
   }
   try {
-    return call(op, nullptr, args, device);
+    return call(op, nullptr, args, device, "");
   } catch (const std::exception&) {
     return {};
   }
+}
+
+// Half the distance from 1 to the next value of the type.
+double unit_roundoff(c10::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return std::ldexp(1.0, -8);
+    case at::kHalf: return std::ldexp(1.0, -11);
+    case at::kDouble: return std::ldexp(1.0, -53);
+    default: return std::ldexp(1.0, -24);
+  }
+}
+
+// The rounding error that a correct computation of result k in its own dtype may make in another
+// order than native's (docs/replay.md): Higham and Mary's probabilistic bound for sums and dot
+// products, sqrt(K) u sum|terms|, with u the dtype's unit roundoff, K the input elements per result
+// element (of the largest floating-point input) and sum|terms| the op in float64 on the absolute
+// values of its inputs. Undefined where each result element comes from one input element (K <= 1:
+// elementwise ops keep their own tolerance) or where the op cannot run on absolute values.
+at::Tensor rounding_allowance(const c10::OperatorHandle& op, const Values& inputs, size_t k, const at::Tensor& result,
+                              c10::Device device) {
+  if (!result.defined() || result.numel() == 0 || !result.is_floating_point()) return {};
+  int64_t largest = 0;
+  Values args;
+  for (const auto& v : inputs) {
+    c10::IValue c = deep_copy(v);
+    if (c.isTensor() && c.toTensor().defined() && c.toTensor().is_floating_point()) {
+      largest = std::max(largest, c.toTensor().numel());
+      c = c.toTensor().abs().to(at::kDouble);
+    }
+    args.push_back(std::move(c));
+  }
+  const double terms = static_cast<double>(largest) / static_cast<double>(result.numel());
+  if (terms <= 1) return {};
+  try {
+    Values out = call(op, nullptr, args, device, "");
+    if (k >= out.size() || !out[k].isTensor() || out[k].toTensor().sizes() != result.sizes()) return {};
+    return out[k].toTensor().abs() * (std::sqrt(terms) * unit_roundoff(result.scalar_type()));
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+// The op run natively with its float inputs (of `from`'s precision or above) in `lower`, its result k
+// in `from`; undefined when the op cannot.
+at::Tensor native_in(const c10::OperatorHandle& op, const Values& inputs, size_t k, c10::ScalarType lower,
+                     c10::ScalarType from, c10::Device device) {
+  Values args;
+  for (const auto& v : inputs) {
+    c10::IValue c = deep_copy(v);
+    if (c.isTensor() && low_precision_float(c.toTensor())) c = c.toTensor().to(lower);
+    if (c.isTensor() && c.toTensor().defined() && c.toTensor().scalar_type() == at::kDouble) c = c.toTensor().to(lower);
+    args.push_back(std::move(c));
+  }
+  try {
+    Values out = call(op, nullptr, args, device, "");
+    if (k < out.size() && out[k].isTensor() && out[k].toTensor().defined()) return out[k].toTensor().to(from);
+  } catch (const std::exception&) {
+  }
+  return {};
+}
+
+// A wrong result that a lower precision explains, and only then (docs/integrity.md): within that
+// precision's tolerance of the float64 reference, and either its values are values of that precision
+// (rounded through it) or it equals, to its own dtype's tolerance, native's result computed in it.
+// The precision and which of the two showed it; nullopt for a plain wrong answer.
+std::optional<std::pair<c10::ScalarType, std::string>> computed_in_lower_precision(
+    const c10::OperatorHandle& op, const Values& inputs, size_t k, const at::Tensor& actual, const at::Tensor& ref,
+    policy::Tolerance own, const RunOptions& o) {
+  for (c10::ScalarType lower : lower_precisions(actual.scalar_type())) {
+    if (!within_tolerance_of(actual, ref, lower)) continue;
+    if (rounded_through(actual, ref, lower))
+      return std::make_pair(lower, "its values are " + names::dtype(lower) + " values");
+    const at::Tensor lowered = native_in(op, inputs, k, lower, actual.scalar_type(), o.device);
+    if (lowered.defined() && lowered.sizes() == actual.sizes() && !policy::compare_tensors(lowered, actual, own))
+      return std::make_pair(lower, "it equals native's result with " + names::dtype(lower) + " inputs");
+  }
+  return std::nullopt;
 }
 
 // Compares the results; fills the errors and tolerance of `r`. Returns the failure, or "".
@@ -405,12 +479,12 @@ std::string compare(const c10::OperatorHandle& op, const Values& inputs, const V
     if (k >= reference->size() || !(*reference)[k].isTensor()) return m->detail;
     const at::Tensor& n = native[k].toTensor();
     const at::Tensor& ref = (*reference)[k].toTensor();
-    if (auto m2 = policy::compare_with_reference(n, generated[k].toTensor(), ref, tol(n.scalar_type()))) {
-      if (within_lower_precision(generated[k].toTensor(), ref, tol(n.scalar_type()))) {
+    const at::Tensor rounding = rounding_allowance(op, inputs, k, n, o.device);
+    if (auto m2 = policy::compare_with_reference(n, generated[k].toTensor(), ref, tol(n.scalar_type()), rounding)) {
+      if (auto lower = computed_in_lower_precision(op, inputs, k, generated[k].toTensor(), ref, tol(n.scalar_type()), o)) {
         r.flags.push_back("precision-downgrade");
-        return "result " + std::to_string(k) + ": accurate only to a lower precision than " +
-               names::dtype(n.scalar_type()) + " (within float16/bfloat16 tolerance of the float64 reference): " +
-               m2->detail;
+        return "result " + std::to_string(k) + ": computed in " + names::dtype(lower->first) + ", not " +
+               names::dtype(n.scalar_type()) + " (" + lower->second + "): " + m2->detail;
       }
       return "result " + std::to_string(k) + ": " + m2->detail;
     }
@@ -433,7 +507,9 @@ std::string unwritten(const BoundCall& bound, const backends::LoadedKernel* kern
   try {
     Values args = copies(inputs);
     PoisonScope poison(kPoisonB, o.device, poison_reserve(first));
-    return unwritten_elements(first, call(bound.op, kernel, args, o.device));
+    return unwritten_elements(first, call(bound.op, kernel, args, o.device, "its unwritten-output re-run"));
+  } catch (const NativeCallSeen&) {
+    throw;
   } catch (const std::exception&) {
     return "";
   }
@@ -462,14 +538,14 @@ std::string second_input_set(const BoundCall& bound, const std::string& variant,
                              Values& args, const Values& first, size_t outputs, const RunOptions& o, CaseResult& r) {
   const Values inputs2 = make_inputs(bound, {o.device, o.seed + 1000003, variant});
   Values native_args2 = copies(inputs2);
-  Values native2 = call(bound.op, nullptr, native_args2, o.device);
+  Values native2 = call(bound.op, nullptr, native_args2, o.device, "");
   Values kept;
   for (size_t k = 0; k < outputs && k < first.size(); ++k) kept.push_back(deep_copy(first[k]));
   refill(args, inputs2);
   Values generated2;
   {
     PoisonScope poison(kPoisonA, o.device, poison_reserve(native2));
-    generated2 = call(bound.op, kernel, args, o.device);
+    generated2 = call(bound.op, kernel, args, o.device, "its call on a second set of input values");
   }
   Values n2(native2.begin(), native2.begin() + std::min(outputs, native2.size()));
   Values g2(generated2.begin(), generated2.begin() + std::min(outputs, generated2.size()));
@@ -486,6 +562,102 @@ std::string second_input_set(const BoundCall& bound, const std::string& variant,
   if (aliasing(bound.op.schema(), args, generated2, outputs).empty() && shares_storage(first, generated2, outputs)) {
     r.flags.push_back("aliasing");
     return "the kernel returned the memory of its previous call's result again (a buffer reused across calls)";
+  }
+  return "";
+}
+
+// The checks after the kernel's first call, in the order a cheat would be caught: "" when they pass,
+// else why it failed (with its flag in `r`). `native` and `generated` gain the arguments native
+// changed although the schema does not say so.
+std::string check(const BoundCall& bound, const std::string& variant, const backends::LoadedKernel* kernel,
+                  const Values& inputs, Values& native, const Values& native_args, Values& args, Values& generated,
+                  const RunOptions& o, CaseResult& r) {
+  // Arguments native changed although the schema does not say so (batch_norm's running stats) are
+  // results too; a kernel must change them the same way.
+  const std::vector<bool> native_wrote = changed_args(bound.op, inputs, native_args);
+  for (size_t i = 0; i < native_wrote.size(); ++i)
+    if (native_wrote[i]) native.push_back(native_args[i]), generated.push_back(args[i]);
+  if (std::string arg = mutated_inputs(bound.op, inputs, args, native_wrote); !arg.empty()) {
+    r.flags.push_back("input-mutation");
+    return "the kernel changed input '" + arg + "', which the schema does not let it write";
+  }
+  const size_t outputs = bound.op.schema().returns().size();
+  if (std::string why = new_aliasing(bound.op, native_args, native, args, generated, outputs); !why.empty()) {
+    r.flags.push_back("aliasing");
+    return why;
+  }
+  if (std::string why = compare(bound.op, inputs, native, generated, o, r); !why.empty()) {
+    if (std::string u = unwritten(bound, kernel, inputs, generated, o); !u.empty()) {
+      r.flags.push_back("unwritten-output");
+      why = u;
+    }
+    return why;
+  }
+  // (in the self-check too: native must pass every integrity check, or the checks accuse wrongly)
+  try {
+    return second_input_set(bound, variant, kernel, args, generated, outputs, o, r);
+  } catch (const bb::Decline&) {
+    return "";  // declining other values is the kernel's right; the check did not happen
+  } catch (const NativeCallSeen&) {
+    throw;
+  } catch (const std::exception& e) {
+    return std::string("the kernel raised on a second set of input values: ") + e.what();
+  }
+}
+
+// Why a case's times are no evidence of speed, or "": a side whose interquartile range is wider than
+// its median (bimodal or noisy samples: another process, clock changes, a busy GPU), or fewer than
+// five samples.
+std::string unstable(const Timing& native, const Timing& generated) {
+  for (const auto& [who, t] : {std::pair<const char*, const Timing&>{"native", native}, {"the kernel", generated}}) {
+    std::ostringstream s;
+    if (t.samples < 5) {
+      s << who << " has " << t.samples << " timed samples (fewer than 5)";
+      return s.str();
+    }
+    if (t.q3 - t.q1 > t.median) {
+      s << who << "'s interquartile range (" << t.q1 << " to " << t.q3 << " us) is wider than its median (" << t.median
+        << " us)";
+      return s.str();
+    }
+  }
+  return "";
+}
+
+// Times both sides (time_both) and judges the times: "" or why the case failed while being timed.
+std::string time_case(const BoundCall& bound, const std::string& variant, const backends::LoadedKernel* kernel,
+                      const Values& generated, const RunOptions& o, CaseResult& r) {
+  try {
+    auto [n, g] = time_both(bound, variant, kernel, o, r);
+    r.native = n;
+    r.generated = g;
+    r.unstable = unstable(n, g);
+    // Four times faster than writing its results at the copy bandwidth this device reached: not to be
+    // trusted. (Not closer: results smaller than L2 can be written into it faster than to memory.)
+    std::string no_timer;
+    if (CudaTimer* timer = o.device.is_cuda() && kernel ? cuda_timer(o.device, &no_timer) : nullptr) {
+      const double bytes = result_bytes(generated);
+      const double floor_us = speed_of_light_us(bytes, timer->copy_bandwidth());
+      if (bytes >= (1 << 20) && g.median < 0.25 * floor_us) {
+        r.flags.push_back("impossible-speed");
+        std::ostringstream m;
+        m << "the kernel's median " << g.median << " us is below a quarter of the " << floor_us
+          << " us it takes to write its " << bytes / 1e6 << " MB of results at this device's measured copy bandwidth";
+        return m.str();
+      }
+    }
+  } catch (const TimedFlag& e) {
+    r.flags.push_back(e.flag);
+    return e.what();
+  } catch (const RepetitionMismatch& e) {
+    if (e.cached) r.flags.push_back("cached-result");
+    return e.what();
+  } catch (const NoDeviceTiming& e) {  // the checks passed; timing is ours to lack
+    r.message = std::string("not timed: ") + e.what();
+  } catch (const NativeCallSeen&) {
+    throw;
+  } catch (const std::exception& e) {
+    return std::string("failed while being timed: ") + e.what();
   }
   return "";
 }
@@ -523,7 +695,7 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   }
   Values native, native_args = copies(inputs);
   try {
-    native = call(bound->op, nullptr, native_args, o.device);
+    native = call(bound->op, nullptr, native_args, o.device, "");
   } catch (const std::exception& e) {
     return with_status(r, Status::Skipped, std::string("native rejects this input: ") + e.what());
   }
@@ -531,7 +703,7 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   std::string native_call;
   try {
     PoisonScope poison(kPoisonA, o.device, poison_reserve(native));  // new memory holds a pattern, not old results
-    generated = call(bound->op, kernel, args, o.device, &native_call);
+    generated = call(bound->op, kernel, args, o.device, "its first call", false, true, &native_call);
   } catch (const bb::Decline& d) {
     return with_status(r, Status::Skipped, std::string("declined: ") + d.what());
   } catch (const std::exception& e) {
@@ -539,77 +711,21 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   }
   if (!native_call.empty()) {
     r.flags.push_back("native-call");
-    return with_status(r, Status::Failed, "the kernel called " + native_call +
-                                              ", a compute op: ATen did the work (only allocation, view, copy and fill "
-                                              "ops are allowed)");
+    return with_status(r, Status::Failed, NativeCallSeen(native_call, "its first call").what());
   }
-  if (o.check) {
-    // Arguments native changed although the schema does not say so (batch_norm's running stats) are
-    // results too; a kernel must change them the same way.
-    const std::vector<bool> native_wrote = changed_args(bound->op, inputs, native_args);
-    for (size_t i = 0; i < native_wrote.size(); ++i)
-      if (native_wrote[i]) native.push_back(native_args[i]), generated.push_back(args[i]);
-    if (std::string arg = mutated_inputs(bound->op, inputs, args, native_wrote); !arg.empty()) {
-      r.flags.push_back("input-mutation");
-      return with_status(r, Status::Failed, "the kernel changed input '" + arg + "', which the schema does not let it write");
+  std::string why;
+  try {
+    if (o.check) why = check(*bound, variant, kernel, inputs, native, native_args, args, generated, o, r);
+    if (why.empty()) {
+      r.status = Status::Passed;
+      // Only the traced shapes are timed: they are what the program runs; the variants exist to be checked.
+      if (o.time && variant == "traced") why = time_case(*bound, variant, kernel, generated, o, r);
     }
-    const size_t outputs = bound->op.schema().returns().size();
-    if (std::string why = new_aliasing(bound->op, native_args, native, args, generated, outputs); !why.empty()) {
-      r.flags.push_back("aliasing");
-      return with_status(r, Status::Failed, why);
-    }
-    if (std::string why = compare(bound->op, inputs, native, generated, o, r); !why.empty()) {
-      if (std::string u = unwritten(*bound, kernel, inputs, generated, o); !u.empty()) {
-        r.flags.push_back("unwritten-output");
-        why = u;
-      }
-      return with_status(r, Status::Failed, why);
-    }
-    // (in the self-check too: native must pass every integrity check, or the checks accuse wrongly)
-    try {
-      if (std::string why = second_input_set(*bound, variant, kernel, args, generated, outputs, o, r); !why.empty())
-        return with_status(r, Status::Failed, why);
-    } catch (const bb::Decline&) {
-      // declining other values is the kernel's right; the check did not happen
-    } catch (const std::exception& e) {
-      return with_status(r, Status::Failed, std::string("the kernel raised on a second set of input values: ") + e.what());
-    }
+  } catch (const NativeCallSeen& e) {  // on any call of the kernel after its first
+    r.flags.push_back("native-call");
+    why = e.what();
   }
-  r.status = Status::Passed;
-  // Only the traced shapes are timed: they are what the program runs; the variants exist to be checked.
-  if (o.time && variant == "traced") {
-    try {
-      auto [n, g] = time_both(*bound, variant, kernel, o, r);
-      r.native = n;
-      r.generated = g;
-      // Four times faster than writing its results at the copy bandwidth this device reached: not to be
-      // trusted. (Not closer: results smaller than L2 can be written into it faster than to memory.)
-      std::string no_timer;
-      if (CudaTimer* timer = o.device.is_cuda() && kernel ? cuda_timer(o.device, &no_timer) : nullptr) {
-        const double bytes = result_bytes(generated);
-        const double floor_us = speed_of_light_us(bytes, timer->copy_bandwidth());
-        if (bytes >= (1 << 20) && g.median < 0.25 * floor_us) {
-          r.flags.push_back("impossible-speed");
-          std::ostringstream m;
-          m << "the kernel's median " << g.median << " us is below a quarter of the " << floor_us
-            << " us it takes to write its " << bytes / 1e6 << " MB of results at this device's measured copy bandwidth";
-          return with_status(r, Status::Failed, m.str());
-        }
-      }
-    } catch (const TimedFlag& e) {
-      r.flags.push_back(e.flag);
-      return with_status(r, Status::Failed, e.what());
-    } catch (const RepetitionMismatch& e) {
-      if (e.cached) r.flags.push_back("cached-result");
-      return with_status(r, Status::Failed, e.what());
-    } catch (const NoDeviceTiming& e) {  // the checks passed; timing is ours to lack
-      r.message = std::string("not timed: ") + e.what();
-      return r;
-    } catch (const std::exception& e) {
-      return with_status(r, Status::Failed, std::string("failed while being timed: ") + e.what());
-    }
-  }
-  return r;
+  return why.empty() ? r : with_status(r, Status::Failed, why);
 }
 
 }  // namespace bb::replay

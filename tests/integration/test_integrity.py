@@ -24,8 +24,14 @@ EXPECTED = {  # folder: (op, flag)
     "aliasing": ("aten::clone", "aliasing"),
     "reused_buffer": ("aten::relu", "aliasing"),
     "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
+    "late_native": ("aten::relu", "native-call"),   # honest on its first call only
+    "clone_native": ("aten::clone", "native-call"),  # the op itself is never plumbing for its own kernel
 }
-TIMED = {"late_replay": ("aten::relu", "cached-result")}  # caught only when the timed loop runs
+TIMED = {  # caught only when the timed loop runs
+    "late_replay": ("aten::relu", "cached-result"),
+    "timed_native": ("aten::relu", "native-call"),  # honest on the checked calls, ATen in warm-ups and timed runs
+}
+HONEST_FORMS = ROOT / "tests" / "backends" / "honest_forms"
 
 
 class Integrity(ReplayOfProgram):
@@ -65,12 +71,49 @@ class Integrity(ReplayOfProgram):
             self.assertEqual(c["status"], "passed", c)
             self.assertIsNotNone(c["generated"], c)  # timed, not only checked
 
+    def test_timed_native_is_honest_when_only_checked(self):
+        # (so that the flag above comes from watching the warm-ups and timed runs, not the checks)
+        data, r = self.replay("--backend", CHEATS / "timed_native", "--variants", "traced")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        relu = [c for c in data["cases"] if c["op"] == "aten::relu"]
+        self.assertEqual([c["status"] for c in relu], ["passed", "passed"], relu)
+
     def test_native_itself_raises_no_flag(self):
         data, r = self.replay()
         self.assertEqual(r.returncode, 0, r.stdout)
         for c in data["cases"]:
             self.assertEqual(c["flags"], [], c)
             self.assertIn(c["status"], ("passed", "skipped"), c)
+        self.assertGreaterEqual(sum(c["status"] == "passed" for c in data["cases"]), 10, r.stdout)
+
+
+class HonestForms(ReplayOfProgram):
+    """Kernels that write in place, write out=, return a view, or sum in another order than ATen pass
+    every check with no flag (tests/backends/honest_forms)."""
+    PROGRAM = """
+import torch
+torch.manual_seed(0)
+torch.randn(64, 1000).relu_()
+torch.randn(64, 1000).add_(torch.randn(64, 1000))
+z = torch.empty(64, 1000)
+torch.add(torch.randn(64, 1000), torch.randn(64, 1000), out=z)
+torch.randn(64, 33).transpose(0, 1)
+torch.randn(64, 4096).sum(dim=1)
+"""
+    OPS = ["aten::relu_", "aten::add_.Tensor", "aten::add.out", "aten::transpose.int", "aten::sum.dim_IntList"]
+
+    def test_in_place_out_and_view_kernels_pass_unflagged_and_are_timed(self):
+        data, r = self.replay("--backend", HONEST_FORMS, "--device", "cpu", "--repetitions", "6",
+                              "--ops", ",".join(self.OPS))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for c in data["cases"]:
+            self.assertEqual(c["flags"], [], c)
+            self.assertIn(c["status"], ("passed", "skipped"), c)
+        for op in self.OPS:
+            with self.subTest(op=op):
+                timed = [c for c in data["cases"] if c["op"] == op and c["variant"] == "traced"
+                         and c["status"] == "passed" and c["generated"] is not None]
+                self.assertTrue(timed, [c for c in data["cases"] if c["op"] == op])
 
 
 if __name__ == "__main__":
