@@ -43,7 +43,8 @@ std::string case_to_json_line(const CaseResult& r) {
                       {"rtol", r.rtol},
                       {"atol", r.atol},
                       {"native", timing(r.native)},
-                      {"generated", timing(r.generated)}};
+                      {"generated", timing(r.generated)},
+                      {"unstable", r.unstable}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -64,6 +65,7 @@ CaseResult case_from_json_line(const std::string& line) {
     r.atol = number(j.at("atol"));
     r.native = timing(j.at("native"));
     r.generated = timing(j.at("generated"));
+    r.unstable = j.at("unstable");
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("malformed result line: ") + e.what());

@@ -38,8 +38,21 @@ const char* to_string(Status s) {
 }
 
 std::optional<double> CaseResult::speedup() const {
-  if (status != Status::Passed || !flags.empty() || !native || !generated || generated->median <= 0) return std::nullopt;
+  if (status != Status::Passed || !flags.empty() || !unstable.empty() || !native || !generated ||
+      generated->median <= 0)
+    return std::nullopt;
   return native->median / generated->median;
+}
+
+std::set<std::string> Report::flagged_ops() const {
+  std::set<std::string> out;
+  for (const auto& c : cases)
+    if (!c.flags.empty()) out.insert(c.op);
+  return out;
+}
+
+std::optional<double> Report::speedup_of(const CaseResult& c, const std::set<std::string>& flagged_ops) {
+  return flagged_ops.count(c.op) ? std::nullopt : c.speedup();
 }
 
 std::vector<OpSummary> Report::ops() const {
@@ -57,13 +70,17 @@ std::vector<OpSummary> Report::ops() const {
     count(c.status, !c.flags.empty(), o.passed, o.failed, o.crashed, o.skipped, o.flagged);
     for (const auto& f : c.flags)
       if (std::find(o.flags.begin(), o.flags.end(), f) == o.flags.end()) o.flags.push_back(f);
+    if (c.status == Status::Passed && !c.unstable.empty()) ++o.unstable;
     if (auto s = c.speedup()) {
       speedups[c.op].push_back(*s);
       o.native_us += c.native->median * static_cast<double>(std::max<uint64_t>(c.calls, 1));
       o.generated_us += c.generated->median * static_cast<double>(std::max<uint64_t>(c.calls, 1));
     }
   }
-  for (auto& o : out) o.speedup = geomean(speedups[o.op]);
+  for (auto& o : out) {
+    if (o.flagged) o.native_us = o.generated_us = 0;  // no times shown for a kernel caught cheating
+    o.speedup = o.flagged ? std::nullopt : geomean(speedups[o.op]);
+  }
   return out;
 }
 

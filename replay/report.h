@@ -6,12 +6,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace bb::replay {
 
-inline constexpr int kReportSchema = 1;  // bumped when a writer's output changes incompatibly
+inline constexpr int kReportSchema = 2;  // bumped when a writer's output changes incompatibly
 
 enum class Status { Passed, Failed, Crashed, Timeout, Skipped };
 const char* to_string(Status s);
@@ -36,16 +37,19 @@ struct CaseResult {
   double max_abs_error = 0, max_rel_error = 0;  // against native (where compared)
   double rtol = 0, atol = 0;                    // the tolerance applied
   std::optional<Timing> native, generated;
+  std::string unstable;  // why its times are no evidence of speed (docs/replay.md); "" when they are
 
-  // native / generated median time: only for a passed case timed both ways.
+  // native / generated median time: only for a passed, unflagged case timed both ways with stable times
+  // (Report::speedup also withholds it when another case of the op was flagged).
   std::optional<double> speedup() const;
 };
 
 struct OpSummary {
   std::string op;
   int cases = 0, passed = 0, failed = 0, crashed = 0, skipped = 0, flagged = 0;
-  double native_us = 0, generated_us = 0;  // sum over timed passed cases of median x calls
-  std::optional<double> speedup;           // geometric mean over timed passed cases
+  int unstable = 0;                        // passed cases whose times were unstable (no speedup)
+  double native_us = 0, generated_us = 0;  // sum over the cases with a speedup of median x calls
+  std::optional<double> speedup;           // geometric mean over those cases; none when any case was flagged
   std::vector<std::string> flags;          // distinct flags seen
 };
 
@@ -73,6 +77,10 @@ struct Report {
   std::vector<CaseResult> cases;
 
   std::vector<OpSummary> ops() const;  // in order of first appearance
+  // The ops with a flagged case. A case's speedup as reported (speedup_of) is none for them: a kernel
+  // caught cheating once has shown what it is; its other timings are no evidence of speed.
+  std::set<std::string> flagged_ops() const;
+  static std::optional<double> speedup_of(const CaseResult& c, const std::set<std::string>& flagged_ops);
   Overall overall() const;
   bool all_passed() const;  // every case that was checked passed (skips do not fail a run)
 };

@@ -35,6 +35,15 @@ std::string general(double v) {
 
 std::string speedup_text(const std::optional<double>& s) { return s ? fixed(*s) + "x" : "-"; }
 
+// An op's speedup cell: "flagged" says why there is none.
+std::string speedup_text(const OpSummary& o) { return o.flagged ? "flagged" : speedup_text(o.speedup); }
+
+nlohmann::ordered_json withheld(const OpSummary& o) {
+  if (o.flagged) return "flagged: a kernel caught cheating on one case has no speedup on any";
+  if (!o.speedup && o.unstable) return "every timed case was unstable";
+  return nullptr;
+}
+
 std::string join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
@@ -79,11 +88,14 @@ class JsonWriter : public ReportWriter {
     for (const auto& s : r.ops())
       j["ops"].push_back({{"op", s.op},         {"cases", s.cases},     {"passed", s.passed},
                           {"failed", s.failed}, {"crashed", s.crashed}, {"skipped", s.skipped},
-                          {"flagged", s.flagged}, {"flags", s.flags},   {"native_us", s.native_us},
-                          {"generated_us", s.generated_us},
-                          {"speedup_geomean", s.speedup ? nlohmann::ordered_json(*s.speedup) : nullptr}});
+                          {"flagged", s.flagged}, {"flags", s.flags},   {"unstable", s.unstable},
+                          {"native_us", s.native_us}, {"generated_us", s.generated_us},
+                          {"speedup_geomean", s.speedup ? nlohmann::ordered_json(*s.speedup) : nullptr},
+                          {"speedup_withheld", withheld(s)}});
     j["cases"] = nlohmann::ordered_json::array();
-    for (const auto& c : r.cases)
+    const auto flagged = r.flagged_ops();
+    for (const auto& c : r.cases) {
+      const auto sp = Report::speedup_of(c, flagged);
       j["cases"].push_back({{"op", c.op},
                             {"signature", c.signature},
                             {"variant", c.variant},
@@ -97,7 +109,9 @@ class JsonWriter : public ReportWriter {
                             {"atol", c.atol},
                             {"native", timing_json(c.native)},
                             {"generated", timing_json(c.generated)},
-                            {"speedup", c.speedup() ? nlohmann::ordered_json(*c.speedup()) : nullptr}});
+                            {"unstable", c.unstable.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.unstable)},
+                            {"speedup", sp ? nlohmann::ordered_json(*sp) : nullptr}});
+    }
     return j.dump(1) + "\n";
   }
 };
@@ -116,16 +130,19 @@ class CsvWriter : public ReportWriter {
   std::string render(const Report& r) const override {
     std::ostringstream s;
     s << "schema_version,op,signature,variant,calls,status,flags,message,max_abs_error,max_rel_error,rtol,atol,"
-         "native_median_us,native_q1_us,native_q3_us,generated_median_us,generated_q1_us,generated_q3_us,speedup\n";
+         "native_median_us,native_q1_us,native_q3_us,generated_median_us,generated_q1_us,generated_q3_us,speedup,"
+         "unstable\n";
+    const auto flagged = r.flagged_ops();
     for (const auto& c : r.cases) {
-      const auto sp = c.speedup();
+      const auto sp = Report::speedup_of(c, flagged);
       s << kReportSchema << "," << csv_field(c.op) << "," << csv_field(c.signature) << "," << csv_field(c.variant)
         << "," << c.calls << "," << to_string(c.status) << "," << csv_field(join(c.flags, ";")) << ","
         << csv_field(c.message) << "," << general(c.max_abs_error) << "," << general(c.max_rel_error) << ","
         << general(c.rtol) << "," << general(c.atol) << "," << csv_time(c.native, &Timing::median) << ","
         << csv_time(c.native, &Timing::q1) << "," << csv_time(c.native, &Timing::q3) << ","
         << csv_time(c.generated, &Timing::median) << "," << csv_time(c.generated, &Timing::q1) << ","
-        << csv_time(c.generated, &Timing::q3) << "," << (sp ? fixed(*sp, 4) : "") << "\n";
+        << csv_time(c.generated, &Timing::q3) << "," << (sp ? fixed(*sp, 4) : "") << "," << csv_field(c.unstable)
+        << "\n";
     }
     return s.str();
   }
@@ -140,17 +157,19 @@ std::string md_cell(const std::string& v) {
 void problems(const Report& r, std::ostream& s, bool markdown) {
   bool any = false;
   for (const auto& c : r.cases) {
-    if (c.status == Status::Passed && c.flags.empty()) continue;
+    if (c.status == Status::Passed && c.flags.empty() && c.unstable.empty()) continue;
     if (c.status == Status::Skipped && !markdown) continue;
-    if (!any) s << (markdown ? "\n## Cases that did not pass\n\n" : "\ncases that did not pass:\n");
+    if (!any) s << (markdown ? "\n## Cases that did not pass, or passed without a stable time\n\n"
+                       : "\ncases that did not pass, or passed without a stable time:\n");
     any = true;
     std::string flags = c.flags.empty() ? "" : " [" + join(c.flags, ", ") + "]";
+    const std::string message = c.status == Status::Passed ? "times unstable, no speedup: " + c.unstable : c.message;
     if (markdown) {
       s << "- `" << c.op << "` (" << md_cell(c.signature) << "), " << c.variant << ": **" << to_string(c.status)
-        << "**" << md_cell(flags) << ": " << md_cell(c.message) << "\n";
+        << "**" << md_cell(flags) << ": " << md_cell(message) << "\n";
     } else {
       s << "  " << c.op << " (" << c.signature << ") " << c.variant << ": " << to_string(c.status) << flags << ": "
-        << first_line(c.message) << "\n";
+        << first_line(message) << "\n";
     }
   }
 }
@@ -168,7 +187,7 @@ class MarkdownWriter : public ReportWriter {
     for (const auto& o : r.ops())
       s << "| `" << o.op << "` | " << o.cases << " | " << o.passed << " | " << o.failed << " | " << o.crashed << " | "
         << o.skipped << " | " << o.flagged << " | " << time_text(o, o.native_us) << " | " << time_text(o, o.generated_us) << " | "
-        << speedup_text(o.speedup) << " |\n";
+        << speedup_text(o) << " |\n";
     s << "\n**Overall**: " << overall_line(r.overall()) << "\n";
     problems(r, s, true);
     return s.str();
@@ -185,7 +204,7 @@ class ConsoleWriter : public ReportWriter {
     for (const auto& o : r.ops())
       s << std::left << std::setw(36) << o.op << std::right << std::setw(6) << o.cases << std::setw(8) << o.passed
         << std::setw(8) << o.failed << std::setw(9) << o.crashed << std::setw(9) << o.skipped << std::setw(14)
-        << time_text(o, o.native_us) << std::setw(14) << time_text(o, o.generated_us) << std::setw(9) << speedup_text(o.speedup)
+        << time_text(o, o.native_us) << std::setw(14) << time_text(o, o.generated_us) << std::setw(9) << speedup_text(o)
         << "  " << join(o.flags, ",") << "\n";
     s << overall_line(r.overall()) << "\n";
     problems(r, s, false);
