@@ -68,6 +68,8 @@ def main():
     args = p.parse_args()
     if args.worker:
         return train(args)
+    if args.steps < 1:
+        p.error("--steps must be at least 1: there is nothing to compare otherwise")
     backend = args.backend or str(ROOT / "backends" / ("cuda_example" if args.device == "cuda" else "cpu_reference"))
     preload = {"LD_PRELOAD": str(Path(args.build) / "lib" / "libbbshim.so"), "BB_TRACE": "off"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,10 +90,12 @@ def main():
     print("\n-- routed run\n" + routed_err.strip())
     print("\n-- shadow run\n" + shadow_err.strip())
     routed_any = bool(re.search(r"^\s+aten::\S+\s+route\s+\d+\s+[1-9]", routed_err, re.M))
-    ok = (worst <= args.rtol and worst_shadow <= args.rtol and routed_any
-          and len(routed) == len(native) == len(shadowed) == args.steps)
+    # zip() above stops at the shortest list: every run must have printed one loss per step.
+    complete = len(routed) == len(native) == len(shadowed) == args.steps
+    ok = worst <= args.rtol and worst_shadow <= args.rtol and routed_any and complete
     print(f"\nverdict: {'PASS' if ok else 'FAIL'}: largest relative loss difference routed {worst:.2e}, "
-          f"shadow {worst_shadow:.2e} (limit {args.rtol:g}); calls routed: {'yes' if routed_any else 'NO'}")
+          f"shadow {worst_shadow:.2e} (limit {args.rtol:g}); calls routed: {'yes' if routed_any else 'NO'}; "
+          f"losses native/routed/shadow {len(native)}/{len(routed)}/{len(shadowed)} of {args.steps}")
     sys.exit(0 if ok else 1)
 
 

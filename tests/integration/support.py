@@ -98,10 +98,54 @@ class ReplayOfProgram(unittest.TestCase):
         return json.loads(out.read_text()), r
 
 
+def nvidia_gpu_present():
+    """Whether this machine has an NVIDIA GPU, asked of the driver, not of torch: a device node, or a GPU
+    that `nvidia-smi -L` lists."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False  # the GPUs were hidden on purpose
+    if any(Path("/dev").glob("nvidia[0-9]*")):
+        return True
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and any(line.startswith("GPU ") for line in r.stdout.splitlines())
+
+
+class CudaBroken(RuntimeError):
+    """The machine has an NVIDIA GPU but torch cannot use it: a broken install, never a reason to skip."""
+
+
 def cuda_available():
-    r = run([PYTHON, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"], base_env())
-    return r.returncode == 0
+    """True when torch can use CUDA; False on a machine without an NVIDIA GPU. Raises CudaBroken when the
+    machine has a GPU and torch cannot use it, so that a broken driver or a CPU build of torch fails the
+    GPU tests instead of skipping them."""
+    code = ("import sys, torch; print(torch.__version__, 'built for CUDA', torch.version.cuda); "
+            "sys.exit(0 if torch.cuda.is_available() else 1)")
+    r = run([PYTHON, "-c", code], base_env())
+    if r.returncode == 0:
+        return True
+    if not nvidia_gpu_present():
+        return False
+    raise CudaBroken(f"this machine has an NVIDIA GPU but {PYTHON} cannot use CUDA through torch "
+                     f"(torch {r.stdout.strip() or '?'}; exit {r.returncode}). Fix the driver or the install; "
+                     f"GPU tests are skipped only on machines without a GPU.\n{r.stderr.strip()}")
+
+
+def skip_unless_cuda():
+    """For a GPU test file's main: exit 77 (ctest: skipped) where there is no NVIDIA GPU; exit 1 with the
+    reason where there is one that torch cannot use."""
+    try:
+        if cuda_available():
+            return
+    except CudaBroken as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        sys.exit(1)
+    print("no NVIDIA GPU on this machine: skipped")
+    sys.exit(77)
 
 
 __all__ = ["ROOT", "BUILD", "PRELOAD", "BBTRACE", "PYTHON", "EXAMPLE", "HERE", "base_env", "preload_env",
-           "run", "load_trace", "wait_for", "TempDirTest", "ReplayOfProgram", "cuda_available", "signal"]
+           "run", "load_trace", "wait_for", "TempDirTest", "ReplayOfProgram", "cuda_available", "nvidia_gpu_present",
+           "CudaBroken", "skip_unless_cuda", "signal"]

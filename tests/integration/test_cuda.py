@@ -1,9 +1,8 @@
 """On a CUDA machine: the example traced on the GPU. Skipped (exit 77) where there is no GPU."""
-import sys
 import unittest
 
-from support import (EXAMPLE, HERE, PYTHON, ROOT, TempDirTest, base_env, cuda_available, load_trace, preload_env,
-                     run)
+from support import (EXAMPLE, HERE, PYTHON, ROOT, TempDirTest, base_env, load_trace, preload_env, run,
+                     skip_unless_cuda)
 from test_profiler_oracle import profile_and_trace
 
 GRAPH = """
@@ -60,7 +59,11 @@ class Cuda(TempDirTest):
             row = summary_row(summary, op)
             self.assertGreater(int(row["routed"]), 0, op + "\n" + summary)
             self.assertEqual((row["errors"], row["native"]), ("0", "0"), op + "\n" + summary)
-        for n, r in zip(map(float, a.stdout.split()), map(float, b.stdout.split())):
+        losses_native, losses_routed = [float(x) for x in a.stdout.split()], [float(x) for x in b.stdout.split()]
+        # zip() stops at the shorter list: an empty or cut-short run must not pass unnoticed.
+        self.assertEqual(len(losses_native), 4, a.stdout)  # train_and_dump.py's default steps
+        self.assertEqual(len(losses_routed), len(losses_native), b.stdout)
+        for n, r in zip(losses_native, losses_routed):
             self.assertAlmostEqual(n, r, delta=1e-4 * abs(n))
         ga, gb = torch.load(native), torch.load(routed)
         for name in ga:
@@ -72,7 +75,5 @@ class Cuda(TempDirTest):
         self.assertEqual(prof_leaf, +ours_leaf)
 
 if __name__ == "__main__":
-    if not cuda_available():
-        print("no CUDA device: skipped")
-        sys.exit(77)
+    skip_unless_cuda()  # exit 77 without an NVIDIA GPU; exit 1 if there is one torch cannot use
     unittest.main()

@@ -1,10 +1,9 @@
 """On a CUDA machine: device time per op from CUPTI, coexistence with torch.profiler, the timeline.
 Skipped (exit 77) where there is no GPU."""
 import json
-import sys
 import unittest
 
-from support import PYTHON, TempDirTest, cuda_available, load_trace, preload_env, run
+from support import PYTHON, TempDirTest, load_trace, preload_env, run, skip_unless_cuda
 
 WORK = """
 import torch
@@ -111,7 +110,12 @@ class DeviceTime(TempDirTest):
             self.assertGreaterEqual(d["calls"], 9, e)
             self.assertLessEqual(d["calls"], e["count"])
             self.assertTrue(0 < d["min_ns"] <= d["median_ns"] <= d["max_ns"] < 10_000_000, d)
-            self.assertAlmostEqual(d["total_ns"] / d["calls"], d["median_ns"], delta=d["max_ns"])
+            # The aggregates describe the same calls: their mean lies between the shortest and the longest.
+            self.assertTrue(d["calls"] * d["min_ns"] <= d["total_ns"] <= d["calls"] * d["max_ns"], d)
+            # Ten identical launches of a steady kernel: the mean stays near the median (on an H200, under
+            # torch.profiler, mean/median was 0.99-1.03 and max/median at most 1.4). A total that also took
+            # in another op's kernels, or a few calls credited with far too much, would not.
+            self.assertLessEqual(d["total_ns"], 5 * d["calls"] * d["median_ns"], d)
             self.assertGreaterEqual(sum(k["launches"] for k in e["kernels"]), d["calls"], e)
         self.assertTrue(any("elementwise" in k["name"] for k in clamp["kernels"]), clamp["kernels"])
         names = {k["name"] for k in mm["kernels"]}
@@ -216,7 +220,5 @@ class DeviceTime(TempDirTest):
 
 
 if __name__ == "__main__":
-    if not cuda_available():
-        print("no CUDA device: skipped")
-        sys.exit(77)
+    skip_unless_cuda()  # exit 77 without an NVIDIA GPU; exit 1 if there is one torch cannot use
     unittest.main()

@@ -247,6 +247,9 @@ class Training(TempDirTest):
             self.assertEqual((row["errors"], row["native"]), ("0", "0"), op)  # honest kernels: no false alarm
         losses_native = [float(x) for x in a.stdout.split()]
         losses_routed = [float(x) for x in b.stdout.split()]
+        # zip() stops at the shorter list: an empty or cut-short run must not pass unnoticed.
+        self.assertEqual(len(losses_native), 4, a.stdout)  # train_and_dump.py's default steps
+        self.assertEqual(len(losses_routed), len(losses_native), b.stdout)
         for n, r in zip(losses_native, losses_routed):
             self.assertAlmostEqual(n, r, delta=1e-5 * abs(n))
         ga, gb = torch.load(native), torch.load(routed)

@@ -3,6 +3,7 @@
 #pragma once
 #if BB_CATCH2_V3
 #include <catch2/catch_all.hpp>
+using Catch::Approx;  // v2 puts Approx in the global namespace; v3 only in Catch::
 #else
 #include <catch2/catch.hpp>
 #endif

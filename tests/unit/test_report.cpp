@@ -96,15 +96,30 @@ TEST_CASE("per-op and overall figures") {
 
 TEST_CASE("each writer's output matches its golden file") {
   Report r = sample_report();
+  const bool update = std::getenv("BB_UPDATE_GOLDEN") != nullptr;
+  std::string rewritten;
   for (const char* fmt : {"console", "json", "csv", "markdown"}) {
     auto w = make_writer(fmt);
     REQUIRE(w);
     const std::string ext = std::string(fmt) == "console" ? "txt" : std::string(fmt) == "markdown" ? "md" : fmt;
     const std::string path = std::string(BB_GOLDEN_DIR) + "/report." + ext;
     const std::string text = w->render(r);
-    if (std::getenv("BB_UPDATE_GOLDEN")) std::ofstream(path) << text;
     INFO(fmt);
+    if (update) {
+      const bool changed = text != read_file(path);
+      std::ofstream out(path);
+      out << text;
+      out.close();
+      REQUIRE(out.good());
+      rewritten += "\n  " + path + (changed ? " (changed)" : " (unchanged)");
+      continue;
+    }
     CHECK(text == read_file(path));
   }
   CHECK_FALSE(make_writer("xml"));
+  // Update mode never passes: comparing with the files just written would prove nothing.
+  if (update)
+    FAIL("BB_UPDATE_GOLDEN is set: rewrote" << rewritten
+                                            << "\nreview them (git diff) and commit them, then run without "
+                                               "BB_UPDATE_GOLDEN");
 }

@@ -40,7 +40,17 @@ const char* kHeader = "version: 1\nmeta: {}\nops:\n";
 
 TEST_CASE("the writer's output matches the golden file byte for byte") {
   const std::string text = bb::trace::to_yaml(bb::test::sample_trace());
-  if (std::getenv("BB_UPDATE_GOLDEN")) std::ofstream(golden_path()) << text;
+  if (std::getenv("BB_UPDATE_GOLDEN")) {
+    // Update mode never passes: comparing with the file just written would prove nothing.
+    const bool changed = text != read_file(golden_path());
+    std::ofstream out(golden_path());
+    out << text;
+    out.close();
+    REQUIRE(out.good());
+    FAIL("BB_UPDATE_GOLDEN is set: rewrote " << golden_path() << (changed ? " (changed)" : " (unchanged)")
+                                              << "; review it (git diff) and commit it, then run without "
+                                                 "BB_UPDATE_GOLDEN");
+  }
   REQUIRE(text == read_file(golden_path()));
 }
 
