@@ -22,6 +22,7 @@ EXPECTED = {  # folder: (op, flag)
     "library_call": ("aten::mm", "native-call"),
     "unwritten_output": ("aten::relu", "unwritten-output"),
     "blind_profiler": ("aten::relu", "impossible-speed"),
+    "timed_native": ("aten::relu", "native-call"),  # ATen only in the warm-ups and timed runs
 }
 
 
@@ -42,6 +43,8 @@ class IntegrityCuda(ReplayOfProgram):
                 for c in cases:
                     self.assertEqual(c["status"], "failed", c)
                     self.assertIn(flag, c["flags"], c)
+                summary = {o["op"]: o for o in data["ops"]}[op]
+                self.assertIsNone(summary["speedup_geomean"])  # flagged: no speedup on any case
 
     def test_native_and_the_sample_backend_raise_no_flag_when_timed(self):
         for backend in ([], ["--backend", ROOT / "backends" / "cuda_example"]):
