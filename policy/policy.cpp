@@ -88,15 +88,16 @@ void parse_tolerance(const yaml::Reader& r, const YAML::Node& n, std::map<c10::S
 OpPolicy parse_entry(const yaml::Reader& r, const YAML::Node& n, const OpPolicy& base, bool with_when) {
   OpPolicy p = base;
   if (n.IsNull()) return p;
-  if (!n.IsMap()) r.fail(n, "expected a map (mode, when, on_error, tolerance)");
+  if (!n.IsMap()) r.fail(n, "expected a map (mode, when, on_error, tolerance, strict_strides)");
   if (with_when) {
-    r.only_keys(n, {"mode", "when", "on_error", "tolerance"});
+    r.only_keys(n, {"mode", "when", "on_error", "tolerance", "strict_strides"});
   } else {
-    r.only_keys(n, {"mode", "on_error", "tolerance"});
+    r.only_keys(n, {"mode", "on_error", "tolerance", "strict_strides"});
   }
   if (YAML::Node x = n["mode"]) p.mode = parse_mode(r, x);
   if (YAML::Node x = n["on_error"]) p.on_error = parse_on_error(r, x);
   if (YAML::Node x = n["tolerance"]) parse_tolerance(r, x, p.tolerance);
+  if (YAML::Node x = n["strict_strides"]) p.strict_strides = r.scalar<bool>(x, "true or false");
   if (YAML::Node x = n["when"]; x && with_when) p.when = parse_when(r, x);
   return p;
 }

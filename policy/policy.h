@@ -36,6 +36,9 @@ struct OpPolicy {
   OnError on_error = OnError::Fallback;
   Condition when;
   std::map<c10::ScalarType, Tolerance> tolerance;  // overrides of the defaults
+  // A functional op's result with native's values and another layout (strides) fails instead of
+  // passing with a note (in-place, out= and view results are always compared strictly).
+  bool strict_strides = false;
   int line = 0;                                    // where it was written (0: implied)
 };
 

@@ -32,7 +32,7 @@ using namespace bb::replay;
 struct Options {
   std::string trace, backend, policy, ops, device, variants, json, csv, markdown;
   uint64_t seed = 0;
-  bool check_only = false, perf_only = false, list = false, worker = false;
+  bool check_only = false, perf_only = false, list = false, worker = false, strict_strides = false;
   int repetitions = 25;
   double budget = 2.0, timeout = 300;
 };
@@ -106,6 +106,7 @@ Setup set_up(const Options& o, bool worker) {
   s.run.seed = o.seed;
   s.run.check = !o.perf_only;
   s.run.time = !o.check_only;
+  s.run.strict_strides = o.strict_strides;
   s.run.repetitions = o.repetitions;
   s.run.budget_seconds = o.budget;
   if (s.has_backend) {
@@ -280,6 +281,9 @@ int main(int argc, char** argv) {
                  "comma-separated: traced, noncontiguous, special-values, empty, scalar, odd-size (default all)");
   auto* check_only = app.add_flag("--check-only", o.check_only, "check correctness, do not time");
   app.add_flag("--perf-only", o.perf_only, "time, do not compare results")->excludes(check_only);
+  app.add_flag("--strict-strides", o.strict_strides,
+               "fail a functional op's result whose values match native's but whose strides differ (default: "
+               "passes with a note; in-place, out= and view results are always compared strictly)");
   app.add_option("--repetitions", o.repetitions, "timed runs per kernel and case, at most")->capture_default_str();
   app.add_option("--budget", o.budget, "seconds of timing per case, roughly")->capture_default_str();
   app.add_option("--timeout", o.timeout, "seconds before a case is declared hung")->capture_default_str();

@@ -20,6 +20,7 @@ struct RunOptions {
   int repetitions = 25;          // timed runs per kernel (fewer if the budget runs out)
   double budget_seconds = 2.0;   // per kernel per case
   const policy::Policy* policy = nullptr;  // tolerances; defaults when null
+  bool strict_strides = false;   // --strict-strides: functional results must have native's strides too
 };
 
 // `kernel` null: native against native (the harness's self-check).

@@ -99,6 +99,7 @@ z = torch.empty(64, 1000)
 torch.add(torch.randn(64, 1000), torch.randn(64, 1000), out=z)
 torch.randn(64, 33).transpose(0, 1)
 torch.randn(64, 4096).sum(dim=1)
+torch.relu(torch.randn(65, 33).t())
 """
     OPS = ["aten::relu_", "aten::add_.Tensor", "aten::add.out", "aten::transpose.int", "aten::sum.dim_IntList"]
 
@@ -114,6 +115,21 @@ torch.randn(64, 4096).sum(dim=1)
                 timed = [c for c in data["cases"] if c["op"] == op and c["variant"] == "traced"
                          and c["status"] == "passed" and c["generated"] is not None]
                 self.assertTrue(timed, [c for c in data["cases"] if c["op"] == op])
+
+    def test_a_functional_result_in_another_layout_passes_with_a_note_unless_strict(self):
+        # backends/cpu_reference's relu returns contiguous results; native keeps a transposed input's layout
+        args = ["--backend", ROOT / "backends" / "cpu_reference", "--device", "cpu", "--check-only", "--ops", "relu",
+                "--variants", "traced"]
+        data, r = self.replay(*args)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        (case,) = [c for c in data["cases"] if c["signature"].startswith("float32[33,65]")]
+        self.assertEqual((case["status"], case["flags"]), ("passed", []), case)
+        self.assertIn("layout differs from native's", case["message"])
+        data, r = self.replay(*args, "--strict-strides")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        (case,) = [c for c in data["cases"] if c["signature"].startswith("float32[33,65]")]
+        self.assertEqual(case["status"], "failed", case)
+        self.assertIn("strides", case["message"])
 
 
 if __name__ == "__main__":
