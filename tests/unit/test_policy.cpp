@@ -119,3 +119,13 @@ TEST_CASE("backend folder names follow BackendBench's") {
   CHECK(folder_from_op("aten::relu") == "relu__default");
   CHECK(folder_from_op("aten::__and__.Tensor") == "__and____Tensor");
 }
+
+TEST_CASE("strict_strides is inherited from the default and set per op") {
+  Policy p = parse_policy("version: 1\ndefault: {strict_strides: true}\nops:\n  aten::relu: {}\n"
+                          "  aten::add.Tensor: {strict_strides: false}\n",
+                          "p.yaml");
+  CHECK(p.defaults.strict_strides);
+  CHECK(p.find("aten::relu")->strict_strides);
+  CHECK_FALSE(p.find("aten::add.Tensor")->strict_strides);
+  CHECK(error_of("version: 1\ndefault: {strict_strides: maybe}\n").find("2:") == 0);
+}
