@@ -154,6 +154,7 @@ CaseResult describe(const trace::TraceEntry& e, const std::string& variant, Stat
 int worker_main(const Options& o) {
   const int proto = ::dup(STDOUT_FILENO);  // results go here; anything a kernel prints goes to stderr
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  report_phases_to(proto);  // a crash or hang is charged to native or to the kernel, whichever ran
   Setup s = set_up(o, true);
   install_poisoning_allocator();
   s.run.policy = s.policy ? &*s.policy : nullptr;
@@ -214,6 +215,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   report.meta = {std::string("bbreplay ") + BB_VERSION, o.trace,
                  s.has_backend ? s.backend.dir : "native (self-check: native against native)",
                  s.run.device.str(), BB_TORCH_VERSION, trace::utc_now(), timing_method(s.run), o.seed};
+  report.meta.self_check = !s.has_backend;
   if (s.run.time) {
     if (std::string busy = busy_machine(); !busy.empty()) {
       std::cerr << "bbreplay: warning: " << busy << "\n";
@@ -236,11 +238,17 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
     switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why)) {
       case Worker::Outcome::Reply: report.cases.push_back(case_from_json_line(reply)); break;
       case Worker::Outcome::Died:
-        report.cases.push_back(describe(entry, variant, Status::Crashed, "the worker " + why));
+        report.cases.push_back(worker->last_note() == "native"
+                                   ? describe(entry, variant, Status::Invalid, "native crashed on this call (the worker " +
+                                                                                   why + "): a harness defect")
+                                   : describe(entry, variant, Status::Crashed, "the worker " + why));
         worker.reset();
         break;
       case Worker::Outcome::TimedOut:
-        report.cases.push_back(describe(entry, variant, Status::Timeout, why));
+        report.cases.push_back(worker->last_note() == "native"
+                                   ? describe(entry, variant, Status::Invalid, "native hung on this call (" + why +
+                                                                                   "): a harness defect")
+                                   : describe(entry, variant, Status::Timeout, why));
         worker.reset();
         break;
     }

@@ -23,7 +23,7 @@ std::optional<Timing> timing(const nlohmann::json& j) {
 double number(const nlohmann::json& j) { return j.is_null() ? std::nan("") : j.get<double>(); }
 
 Status status_from(const std::string& s) {
-  for (Status st : {Status::Passed, Status::Failed, Status::Crashed, Status::Timeout, Status::Skipped})
+  for (Status st : {Status::Passed, Status::Failed, Status::Crashed, Status::Timeout, Status::Skipped, Status::Invalid})
     if (s == to_string(st)) return st;
   throw std::invalid_argument("unknown status " + s);
 }

@@ -14,15 +14,17 @@ std::optional<double> geomean(const std::vector<double>& v) {
   return std::exp(log_sum / v.size());
 }
 
-void count(Status s, bool flagged, int& passed, int& failed, int& crashed, int& skipped, int& flags) {
-  switch (s) {
-    case Status::Passed: ++passed; break;
-    case Status::Failed: ++failed; break;
+template <class Counts>
+void count(const CaseResult& c, Counts& n) {
+  switch (c.status) {
+    case Status::Passed: ++n.passed; break;
+    case Status::Failed: ++n.failed; break;
     case Status::Crashed:
-    case Status::Timeout: ++crashed; break;
-    case Status::Skipped: ++skipped; break;
+    case Status::Timeout: ++n.crashed; break;
+    case Status::Skipped: ++n.skipped; break;
+    case Status::Invalid: ++n.invalid; break;
   }
-  if (flagged) ++flags;
+  if (!c.flags.empty()) ++n.flagged;
 }
 
 }  // namespace
@@ -33,6 +35,7 @@ const char* to_string(Status s) {
     case Status::Failed: return "failed";
     case Status::Crashed: return "crashed";
     case Status::Timeout: return "timeout";
+    case Status::Invalid: return "invalid";
     default: return "skipped";
   }
 }
@@ -67,7 +70,7 @@ std::vector<OpSummary> Report::ops() const {
     }
     OpSummary& o = out[it->second];
     ++o.cases;
-    count(c.status, !c.flags.empty(), o.passed, o.failed, o.crashed, o.skipped, o.flagged);
+    count(c, o);
     for (const auto& f : c.flags)
       if (std::find(o.flags.begin(), o.flags.end(), f) == o.flags.end()) o.flags.push_back(f);
     if (c.status == Status::Passed && !c.unstable.empty()) ++o.unstable;
@@ -88,7 +91,7 @@ Overall Report::overall() const {
   Overall all;
   for (const auto& c : cases) {
     ++all.cases;
-    count(c.status, !c.flags.empty(), all.passed, all.failed, all.crashed, all.skipped, all.flagged);
+    count(c, all);
   }
   std::vector<double> op_speedups;
   auto summaries = ops();
@@ -98,7 +101,7 @@ Overall Report::overall() const {
   for (double p : {0.0, 1.0, 1.5, 2.0}) {
     int evaluated = 0, good = 0;
     for (const auto& o : summaries) {
-      if (o.cases == o.skipped) continue;
+      if (o.cases == o.skipped + o.invalid) continue;
       ++evaluated;
       const bool correct = o.failed == 0 && o.crashed == 0 && o.flagged == 0;
       if (correct && (p == 0.0 || (o.speedup && *o.speedup > p))) ++good;
@@ -109,8 +112,9 @@ Overall Report::overall() const {
 }
 
 bool Report::all_passed() const {
-  return std::none_of(cases.begin(), cases.end(), [](const CaseResult& c) {
-    return c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout;
+  return std::none_of(cases.begin(), cases.end(), [&](const CaseResult& c) {
+    return c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout ||
+           (c.status == Status::Invalid && meta.self_check);
   });
 }
 

@@ -14,7 +14,9 @@ namespace bb::replay {
 
 inline constexpr int kReportSchema = 2;  // bumped when a writer's output changes incompatibly
 
-enum class Status { Passed, Failed, Crashed, Timeout, Skipped };
+// Invalid: native itself rejected, crashed or hung on the call the harness made: a defect of the
+// harness (an input it should not have built), never charged to the kernel under test.
+enum class Status { Passed, Failed, Crashed, Timeout, Skipped, Invalid };
 const char* to_string(Status s);
 
 // Times of one kernel on one case, in microseconds.
@@ -46,7 +48,7 @@ struct CaseResult {
 
 struct OpSummary {
   std::string op;
-  int cases = 0, passed = 0, failed = 0, crashed = 0, skipped = 0, flagged = 0;
+  int cases = 0, passed = 0, failed = 0, crashed = 0, skipped = 0, flagged = 0, invalid = 0;
   int unstable = 0;                        // passed cases whose times were unstable (no speedup)
   double native_us = 0, generated_us = 0;  // sum over the cases with a speedup of median x calls
   std::optional<double> speedup;           // geometric mean over those cases; none when any case was flagged
@@ -62,10 +64,11 @@ struct ReportMeta {
   std::string date;      // UTC ISO 8601
   std::string timing;    // how times were taken
   uint64_t seed = 0;
+  bool self_check = false;  // native against native: an invalid case is then a failure of the run
 };
 
 struct Overall {
-  int cases = 0, passed = 0, failed = 0, crashed = 0, skipped = 0, flagged = 0;
+  int cases = 0, passed = 0, failed = 0, crashed = 0, skipped = 0, flagged = 0, invalid = 0;
   std::optional<double> speedup;  // geometric mean over ops' speedups
   // BackendBench/KernelBench-style perf@p: the fraction of ops (with at least one non-skipped case)
   // whose cases all passed and whose speedup exceeds p; p = 0 is the correctness rate.
@@ -82,7 +85,9 @@ struct Report {
   std::set<std::string> flagged_ops() const;
   static std::optional<double> speedup_of(const CaseResult& c, const std::set<std::string>& flagged_ops);
   Overall overall() const;
-  bool all_passed() const;  // every case that was checked passed (skips do not fail a run)
+  // Every case that was checked passed (skips do not fail a run; invalid cases fail the self-check
+  // only: with a backend they are not the kernel's doing).
+  bool all_passed() const;
 };
 
 }  // namespace bb::replay

@@ -53,7 +53,9 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 std::string overall_line(const Overall& o) {
   std::ostringstream s;
   s << o.cases << " cases: " << o.passed << " passed, " << o.failed << " failed, " << o.crashed
-    << " crashed or timed out, " << o.skipped << " skipped, " << o.flagged << " flagged; speedup (geometric mean "
+    << " crashed or timed out, " << o.skipped << " skipped, " << o.flagged << " flagged";
+  if (o.invalid) s << ", " << o.invalid << " invalid (native rejects these calls: a harness defect)";
+  s << "; speedup (geometric mean "
     << "over ops) " << speedup_text(o.speedup) << "; ";
   for (size_t k = 0; k < o.perf_at.size(); ++k)
     s << (k ? ", " : "") << "perf@" << fixed(o.perf_at[k].first, 1) << " " << fixed(o.perf_at[k].second, 2);
@@ -76,18 +78,19 @@ class JsonWriter : public ReportWriter {
     j["schema_version"] = kReportSchema;
     const auto& m = r.meta;
     j["meta"] = {{"tool", m.tool},     {"trace", m.trace}, {"backend", m.backend}, {"device", m.device},
-                 {"torch", m.torch},   {"date", m.date},   {"timing", m.timing},   {"seed", m.seed}};
+                 {"torch", m.torch},   {"date", m.date},   {"timing", m.timing},   {"seed", m.seed},
+                 {"self_check", m.self_check}};
     const Overall o = r.overall();
     nlohmann::ordered_json perf = nlohmann::ordered_json::array();
     for (const auto& [p, f] : o.perf_at) perf.push_back({{"p", p}, {"fraction", f}});
     j["overall"] = {{"cases", o.cases},   {"passed", o.passed},   {"failed", o.failed},
-                    {"crashed", o.crashed}, {"skipped", o.skipped}, {"flagged", o.flagged},
+                    {"crashed", o.crashed}, {"skipped", o.skipped}, {"flagged", o.flagged}, {"invalid", o.invalid},
                     {"speedup_geomean", o.speedup ? nlohmann::ordered_json(*o.speedup) : nullptr},
                     {"perf_at", perf}};
     j["ops"] = nlohmann::ordered_json::array();
     for (const auto& s : r.ops())
       j["ops"].push_back({{"op", s.op},         {"cases", s.cases},     {"passed", s.passed},
-                          {"failed", s.failed}, {"crashed", s.crashed}, {"skipped", s.skipped},
+                          {"failed", s.failed}, {"crashed", s.crashed}, {"skipped", s.skipped}, {"invalid", s.invalid},
                           {"flagged", s.flagged}, {"flags", s.flags},   {"unstable", s.unstable},
                           {"native_us", s.native_us}, {"generated_us", s.generated_us},
                           {"speedup_geomean", s.speedup ? nlohmann::ordered_json(*s.speedup) : nullptr},

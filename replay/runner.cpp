@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -54,6 +56,15 @@ Values results(const c10::OperatorHandle& op, const Values& args, const torch::j
   return r;
 }
 
+int g_phase_fd = -1;
+
+// Says whose code runs next (report_phases_to); outside any timed region.
+void note_phase(const backends::LoadedKernel* kernel) {
+  if (g_phase_fd < 0) return;
+  const std::string line = kernel ? "@kernel\n" : "@native\n";
+  if (::write(g_phase_fd, line.data(), line.size()) < 0) g_phase_fd = -1;  // (the parent is gone)
+}
+
 // The kernel under test handed work to ATen (the native-call watch saw a compute op, or its own op,
 // on one of its calls). `phase`: which call (its first, a warm-up, a timed repetition, ...).
 struct NativeCallSeen : std::runtime_error {
@@ -71,6 +82,7 @@ struct NativeCallSeen : std::runtime_error {
 Values call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
             c10::Device device, const std::string& phase, bool timed = false, bool sync = true,
             std::string* seen = nullptr) {
+  if (!timed) note_phase(kernel);  // (timed runs say it before their clock starts)
   torch::jit::Stack stack(args.begin(), args.end());
   const c10::DispatchKeySet backend(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
   if (kernel) {
@@ -243,6 +255,7 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     Values args = copies(inputs);
     Values result;
     std::string seen;
+    note_phase(which);
     if (timer) {
       CudaSample s = timer->time([&] { result = call(bound.op, which, args, o.device, phase, true, false, &seen); });
       if (!seen.empty()) throw NativeCallSeen(seen, phase);
@@ -689,6 +702,8 @@ std::string time_case(const BoundCall& bound, const std::string& variant, const 
 
 }  // namespace
 
+void report_phases_to(int fd) { g_phase_fd = fd; }
+
 std::string timing_method(const RunOptions& o) {
   if (!o.time) return "not timed (--check-only)";
   if (o.device.is_cuda())
@@ -721,8 +736,8 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   Values native, native_args = copies(inputs);
   try {
     native = call(bound->op, nullptr, native_args, o.device, "");
-  } catch (const std::exception& e) {
-    return with_status(r, Status::Skipped, std::string("native rejects this input: ") + e.what());
+  } catch (const std::exception& e) {  // the harness built a call that is not valid: its defect
+    return with_status(r, Status::Invalid, std::string("native rejects this call: ") + e.what());
   }
   Values args = copies(inputs), generated;
   std::string native_call;

@@ -62,8 +62,14 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
     return Outcome::Died;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  note_.clear();
   for (;;) {
     auto nl = buffer_.find('\n');
+    if (nl != std::string::npos && buffer_[0] == '@') {
+      note_ = buffer_.substr(1, nl - 1);
+      buffer_.erase(0, nl + 1);
+      continue;
+    }
     if (nl != std::string::npos) {
       *reply = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);

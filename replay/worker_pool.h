@@ -19,9 +19,13 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   enum class Outcome { Reply, Died, TimedOut };
-  // Sends `request` (one line) and waits up to `timeout_s` for one line back. On Died, `why` says
-  // how (signal or exit status); the worker is then finished and a new one must be started.
+  // Sends `request` (one line) and waits up to `timeout_s` for one line back. Lines starting with '@'
+  // before it are the worker's notes of what it is doing ("@native", "@kernel"): the last one is kept
+  // (last_note). On Died, `why` says how (signal or exit status); the worker is then finished and a
+  // new one must be started.
   Outcome ask(const std::string& request, double timeout_s, std::string* reply, std::string* why);
+  // The last note of the current or last request, without its '@' ("" when none).
+  const std::string& last_note() const { return note_; }
 
  private:
   std::string reap();
@@ -29,6 +33,7 @@ class Worker {
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
   std::string buffer_;
+  std::string note_;
 };
 
 }  // namespace bb::replay

@@ -1,0 +1,31 @@
+// bbreplay's worker protocol: the worker's notes of whose code runs ("@native", "@kernel") are kept
+// apart from its reply, so that a death is charged to the side that was running.
+#include "catch.h"
+#include "replay/worker_pool.h"
+
+using bb::replay::Worker;
+
+namespace {
+
+Worker shell(const std::string& script) { return Worker({"/bin/sh", "-c", script}); }
+
+}  // namespace
+
+TEST_CASE("notes before a reply are not the reply; the last one is kept") {
+  Worker w = shell("read q; echo @native; echo @kernel; echo \"answer $q\"; read q; echo plain");
+  std::string reply, why;
+  REQUIRE(w.ask("1 traced", 20, &reply, &why) == Worker::Outcome::Reply);
+  CHECK(reply == "answer 1 traced");
+  CHECK(w.last_note() == "kernel");
+  REQUIRE(w.ask("2 traced", 20, &reply, &why) == Worker::Outcome::Reply);
+  CHECK(reply == "plain");
+  CHECK(w.last_note().empty());  // (notes belong to one request)
+}
+
+TEST_CASE("a worker that dies after a note is known to have died there") {
+  Worker w = shell("read q; echo @kernel; echo @native; kill -SEGV $$");
+  std::string reply, why;
+  REQUIRE(w.ask("0 traced", 20, &reply, &why) == Worker::Outcome::Died);
+  CHECK(w.last_note() == "native");
+  CHECK(why.find("SEGV") != std::string::npos);
+}
