@@ -58,6 +58,15 @@ Values results(const c10::OperatorHandle& op, const Values& args, const torch::j
 
 int g_phase_fd = -1;
 
+// The device type a tensor of the call was traced on when it is not `device`'s ("" when none is).
+std::string traced_elsewhere(const trace::TraceEntry& entry, c10::Device device) {
+  const std::string here = c10::DeviceTypeName(device.type(), /*lower_case=*/true);
+  for (const auto& a : entry.args)
+    for (const auto& t : a.tensors)
+      if (t && t->device.substr(0, t->device.find(':')) != here) return t->device;
+  return "";
+}
+
 // Says whose code runs next (report_phases_to); outside any timed region.
 void note_phase(const backends::LoadedKernel* kernel) {
   if (g_phase_fd < 0) return;
@@ -736,7 +745,12 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   Values native, native_args = copies(inputs);
   try {
     native = call(bound->op, nullptr, native_args, o.device, "");
-  } catch (const std::exception& e) {  // the harness built a call that is not valid: its defect
+  } catch (const std::exception& e) {
+    // A call traced on another device may hold what only that device's kernels accept; otherwise the
+    // harness built a call that is not valid: its defect.
+    if (std::string there = traced_elsewhere(entry, o.device); !there.empty())
+      return with_status(r, Status::Skipped, "native on " + o.device.str() + " rejects this call, traced on " + there +
+                                                 ": " + e.what());
     return with_status(r, Status::Invalid, std::string("native rejects this call: ") + e.what());
   }
   Values args = copies(inputs), generated;
