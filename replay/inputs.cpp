@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "backends/op_names.h"
+#include "replay/derived_args.h"
 #include "tracer/names.h"
 
 namespace bb::replay {
@@ -64,7 +65,7 @@ std::optional<Range> semantic_range(const std::string& op, const std::string& ar
                                                   "scatter_reduce", "index_add", "index_copy", "index_fill"};
   static const std::set<std::string> indexing = {"index", "index_put", "index_put_", "_index_put_impl_",
                                                  "_unsafe_index", "_unsafe_index_put"};
-  static const std::set<std::string> nll = {"nll_loss_forward", "nll_loss2d_forward", "nll_loss",
+  static const std::set<std::string> nll = {"nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll_loss_nd",
                                             "nll_loss_backward", "nll_loss2d_backward", "cross_entropy_loss"};
   const std::string base = backends::split_op(op).first.substr(6);  // without aten::
   if ((base == "embedding" || base == "_embedding_bag" || base == "embedding_bag") && arg == "indices")
@@ -201,9 +202,15 @@ class Maker {
     auto t = names::dtype_from(m.dtype);
     if (!t) throw std::invalid_argument("tensor " + name + ": unknown dtype " + m.dtype);
     if (m.symbolic || m.layout != "strided") throw std::invalid_argument("tensor " + name + " is " + m.layout);
-    std::optional<Range> range;
-    if (m.range) range = Range{m.range->first, m.range->second};
-    if (!range) range = semantic_range(call_.op.schema().name(), name, elem, lookup_);
+    // The observed range, within what the op accepts: a target traced with ignore_index (-100) among
+    // its classes must not be drawn from [-100, C).
+    std::optional<Range> range = semantic_range(call_.op.schema().name(), name, elem, lookup_);
+    if (m.range) {
+      const Range seen{m.range->first, m.range->second};
+      if (!range) range = seen;
+      else if (std::max(seen.first, range->first) <= std::min(seen.second, range->second))
+        range = Range{std::max(seen.first, range->first), std::min(seen.second, range->second)};
+    }
     int64_t storage = m.offset + 1;
     bool empty = false;
     for (size_t d = 0; d < m.shape.size(); ++d) {
@@ -278,13 +285,54 @@ void reshape_all(BoundCall& call, const std::vector<int64_t>& shape) {
   }
 }
 
+// The elements of storage a tensor of this metadata spans (offset included; 0 when it is empty).
+int64_t storage_extent(const TensorMeta& m) {
+  int64_t extent = m.offset + 1;
+  for (size_t d = 0; d < m.shape.size() && d < m.stride.size(); ++d) {
+    if (m.shape[d] == 0) return 0;
+    extent += (m.shape[d] - 1) * m.stride[d];
+  }
+  return extent;
+}
+
+// Ops that address their input's storage through explicit `size` and `stride` arguments (views such as
+// _reshape_alias and as_strided, set_ with an offset, as_strided_scatter): the storage of elements
+// the call reaches, or nullopt for other ops. Meta kernels check none of this.
+std::optional<int64_t> addressed_extent(const BoundCall& call) {
+  const auto& s = call.op.schema();
+  const bool aliases_input = !s.returns().empty() && s.returns()[0].alias_info();
+  if (!aliases_input && s.name().find("as_strided") == std::string::npos) return std::nullopt;
+  const ArgValue *size = nullptr, *stride = nullptr, *offset = nullptr;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    if (!call.args[i]) continue;
+    const std::string& name = s.arguments()[i].name();
+    if (name == "size") size = &*call.args[i];
+    if (name == "stride") stride = &*call.args[i];
+    if (name == "storage_offset") offset = &*call.args[i];
+  }
+  if (!size || !stride || size->kind != ArgKind::IntList || stride->kind != ArgKind::IntList) return std::nullopt;
+  TensorMeta reached;
+  reached.shape = size->ints;
+  reached.stride = stride->ints;
+  if (offset && offset->kind == ArgKind::Int) reached.offset = offset->i;
+  else if (call.args[0] && call.args[0]->kind == ArgKind::Tensor && call.args[0]->tensors[0])
+    reached.offset = call.args[0]->tensors[0]->offset;  // a view without an offset starts at its input's
+  return storage_extent(reached);
+}
+
 // Rewrites the call's tensors for a variant; throws when it does not apply.
 void apply_variant(BoundCall& call, const std::string& variant) {
   auto fail = [&] { throw std::invalid_argument("variant " + variant + " does not apply to this call"); };
   if (variant == "traced" || variant == "special-values") return;
   if (variant == "noncontiguous") {
     bool changed = false;
-    for (auto* t : tensors_of(call)) {
+    std::vector<TensorMeta*> inputs;  // derived arguments keep the layout their forward op gives them
+    const auto& params = call.op.schema().arguments();
+    for (size_t i = 0; i < call.args.size(); ++i)
+      if (call.args[i] && !is_derived(call.op.schema(), params[i].name()))
+        for (auto& t : call.args[i]->tensors)
+          if (t) inputs.push_back(&*t);
+    for (auto* t : inputs) {
       int64_t numel = 1;
       for (int64_t s : t->shape) numel *= s;
       if (numel <= 1 || t->stride != trace::contiguous_strides(t->shape)) continue;
@@ -372,6 +420,14 @@ bool variant_applies(const BoundCall& bound, const std::string& variant) {
   } catch (const std::invalid_argument&) {
     return false;
   }
+  // A variant that changed the input's storage must still hold every element the op's explicit sizes
+  // and strides reach (they were traced for the original input): decided from the extents, since
+  // native on meta tensors checks no bounds. (as_strided's input storage is made large enough.)
+  if (auto reached = addressed_extent(call); reached && call.op.schema().name().rfind("aten::as_strided", 0) != 0) {
+    const auto& self = call.args.empty() || !call.args[0] ? std::nullopt : std::optional<ArgValue>(*call.args[0]);
+    if (!self || self->kind != ArgKind::Tensor || !self->tensors[0] || storage_extent(*self->tensors[0]) < *reached)
+      return false;
+  }
   if (variant == "special-values") {
     for (auto* t : tensors_of(call))  // NaN and Inf need a floating-point input to go into
       if (auto type = names::dtype_from(t->dtype); type && c10::isFloatingType(*type)) return true;
@@ -399,6 +455,7 @@ std::vector<c10::IValue> make_inputs(const BoundCall& bound, const InputOptions&
   std::vector<c10::IValue> values;
   for (size_t i = 0; i < call.args.size(); ++i) values.push_back(maker.value(i));
   if (options.variant == "special-values") inject_special_values(values);
+  derive_arguments(call, values);  // pooling indices, saved statistics: from the forward op on these inputs
   return values;
 }
 
