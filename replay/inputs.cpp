@@ -93,7 +93,7 @@ std::optional<Range> semantic_range(const std::string& op, const std::string& ar
 // ------------------------------------------------------------------ values
 
 bool positive_only(const std::string& arg) {
-  static const std::set<std::string> names = {"running_var", "var", "rstd", "invstd"};
+  static const std::set<std::string> names = {"running_var", "var", "rstd", "invstd", "save_invstd"};
   return names.count(arg) > 0;
 }
 
@@ -414,6 +414,7 @@ std::string unreplayable(const BoundCall& call) {
 }
 
 bool variant_applies(const BoundCall& bound, const std::string& variant) {
+  if (!unreplayable(bound).empty()) return false;  // one skipped row (the traced one) says why
   BoundCall call = bound;
   try {
     apply_variant(call, variant);

@@ -3,8 +3,8 @@
 crashed, flagged or invalid, and every skip says why. Ops skipped although they compute are listed and
 justified in docs/replay.md ("Skipped on real traces"); this test keeps that list true.
 
-CI replays every model's traced calls and all variants of a few models (BB_CORPUS unset); BB_CORPUS=full
-replays every variant of every model (scripts/gpu-check corpus, also with BB_CORPUS_DEVICE=cuda)."""
+Every variant of every model, on the CPU (about 90 s on the 2-core development VM), or on the device
+BB_CORPUS_DEVICE names (scripts/gpu-check corpus: cuda)."""
 import json
 import os
 import re
@@ -14,9 +14,7 @@ from support import BUILD, ROOT, TempDirTest, base_env, run
 
 MODELS = ROOT / "tests" / "data" / "models"
 DERIVED = ROOT / "tests" / "data" / "replay" / "derived_args.txt"
-FULL = os.environ.get("BB_CORPUS") == "full"
 DEVICE = os.environ.get("BB_CORPUS_DEVICE", "cpu")
-ALL_VARIANTS_IN_CI = {"llama", "t5", "mobilenet_v3_small"}  # one decoder, one encoder-decoder, one CNN
 RANDOM = "random op"  # skips of random ops are issue 20's; they say so in their message
 
 
@@ -28,10 +26,15 @@ def documented_skips():
 
 
 class Corpus(TempDirTest):
+    maxDiff = None
+
     def self_check(self, trace, *args):
         out = self.dir / "report.json"
+        # One intra-op thread: torch's spinning worker threads made a busy 2-core machine 4-7x slower
+        # (native against native compares the same code either way).
+        env = dict(base_env(), OMP_NUM_THREADS="1")
         r = run([BUILD / "bin" / "bbreplay", trace, "--check-only", "--device", DEVICE, "--json", out, *args],
-                base_env(), timeout=1800)
+                env, timeout=1800)
         self.assertIn(r.returncode, (0, 1), r.stderr[-3000:])
         return json.loads(out.read_text()), r
 
@@ -51,11 +54,12 @@ class Corpus(TempDirTest):
         undocumented = {}
         for trace in sorted(MODELS.glob("*.yaml")):
             with self.subTest(model=trace.stem):
-                variants = [] if FULL or trace.stem in ALL_VARIANTS_IN_CI else ["--variants", "traced"]
-                data, r = self.self_check(trace, *variants)
+                data, r = self.self_check(trace)
                 self.assert_clean(data, r)
                 for c in data["cases"]:
-                    if c["status"] == "skipped" and RANDOM not in c["message"] and c["variant"] == "traced":
+                    elsewhere = "traced on" in c["message"]  # a CPU-only op of these CPU traces, on CUDA
+                    if c["status"] == "skipped" and RANDOM not in c["message"] and c["variant"] == "traced" \
+                            and not elsewhere:
                         if c["op"] not in documented_skips():
                             undocumented.setdefault(c["op"], c["message"][:200])
         self.assertEqual(undocumented, {}, "traced calls skipped but not listed in docs/replay.md")
