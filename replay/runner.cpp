@@ -257,8 +257,8 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
   std::string why_not;
   CudaTimer* timer = o.device.is_cuda() ? cuda_timer(o.device, &why_not) : nullptr;
   if (o.device.is_cuda() && !timer) throw NoDeviceTiming("no device timing: " + why_not);
-  // Both sides run the same way; the kernel's watch (a thread-local callback, see call()) costs it
-  // nothing unless it calls ATen ops, and then about a pointer comparison each.
+  // Both sides run the same way; the kernel's watch (a thread-local RecordFunction callback, see
+  // call()) costs it nothing unless it calls ATen ops, and then 0.1-0.35 us each (docs/performance.md).
   auto run = [&](const backends::LoadedKernel* which, const Values& inputs, std::vector<double>& out,
                  const std::string& phase) {
     Values args = copies(inputs);
@@ -395,19 +395,16 @@ Values float64_reference(const c10::OperatorHandle& op, const Values& inputs, c1
   }
 }
 
-// Half the distance from 1 to the next value of the type.
-double unit_roundoff(c10::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16: return std::ldexp(1.0, -8);
-    case at::kHalf: return std::ldexp(1.0, -11);
-    case at::kDouble: return std::ldexp(1.0, -53);
-    default: return std::ldexp(1.0, -24);
-  }
+// The unit roundoff (half the distance from 1 to the next value) of the precision a correct kernel
+// accumulates a result of type `t` in: float32 for float32, float16 and bfloat16 results (as ATen
+// does: a sum accumulated in bfloat16 is wrong, not differently rounded), float64 for float64.
+double accumulation_roundoff(c10::ScalarType t) {
+  return t == at::kDouble ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
 }
 
 // The rounding error that a correct computation of result k in its own dtype may make in another
 // order than native's (docs/replay.md): Higham and Mary's probabilistic bound for sums and dot
-// products, sqrt(K) u sum|terms|, with u the dtype's unit roundoff, K the input elements per result
+// products, sqrt(K) u sum|terms|, with u the accumulation's unit roundoff, K the input elements per result
 // element (of the largest floating-point input) and sum|terms| the op in float64 on the absolute
 // values of its inputs. Undefined where each result element comes from one input element (K <= 1:
 // elementwise ops keep their own tolerance) or where the op cannot run on absolute values.
@@ -429,7 +426,7 @@ at::Tensor rounding_allowance(const c10::OperatorHandle& op, const Values& input
   try {
     Values out = call(op, nullptr, args, device, "");
     if (k >= out.size() || !out[k].isTensor() || out[k].toTensor().sizes() != result.sizes()) return {};
-    return out[k].toTensor().abs() * (std::sqrt(terms) * unit_roundoff(result.scalar_type()));
+    return out[k].toTensor().abs() * (std::sqrt(terms) * accumulation_roundoff(result.scalar_type()));
   } catch (const std::exception&) {
     return {};
   }
