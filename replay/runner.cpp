@@ -379,13 +379,15 @@ bool low_precision_float(const at::Tensor& t) {
   return t.defined() && t.is_floating_point() && t.scalar_type() != at::kDouble;
 }
 
-// The op run natively on the inputs with every float32/float16/bfloat16 tensor in float64; empty when
-// the op cannot (then results are judged against native alone).
-Values float64_reference(const c10::OperatorHandle& op, const Values& inputs, c10::Device device) {
+// Native on copies of the inputs whose floating-point tensors `convert` has changed; empty when native
+// cannot run so. The float64 reference, the lower-precision run and the reduction allowance are made
+// this way.
+Values native_on(const c10::OperatorHandle& op, const Values& inputs, c10::Device device,
+                 const std::function<at::Tensor(const at::Tensor&)>& convert) {
   Values args;
   for (const auto& v : inputs) {
     c10::IValue c = deep_copy(v);
-    if (c.isTensor() && low_precision_float(c.toTensor())) c = c.toTensor().to(at::kDouble);
+    if (c.isTensor() && c.toTensor().defined() && c.toTensor().is_floating_point()) c = convert(c.toTensor());
     args.push_back(std::move(c));
   }
   try {
@@ -393,6 +395,12 @@ Values float64_reference(const c10::OperatorHandle& op, const Values& inputs, c1
   } catch (const std::exception&) {
     return {};
   }
+}
+
+// The op run natively on the inputs with every float32/float16/bfloat16 tensor in float64; empty when
+// the op cannot (then results are judged against native alone).
+Values float64_reference(const c10::OperatorHandle& op, const Values& inputs, c10::Device device) {
+  return native_on(op, inputs, device, [](const at::Tensor& t) { return t.to(at::kDouble); });
 }
 
 // The unit roundoff (half the distance from 1 to the next value) of the precision a correct kernel
@@ -412,42 +420,21 @@ at::Tensor rounding_allowance(const c10::OperatorHandle& op, const Values& input
                               c10::Device device) {
   if (!result.defined() || result.numel() == 0 || !result.is_floating_point()) return {};
   int64_t largest = 0;
-  Values args;
-  for (const auto& v : inputs) {
-    c10::IValue c = deep_copy(v);
-    if (c.isTensor() && c.toTensor().defined() && c.toTensor().is_floating_point()) {
-      largest = std::max(largest, c.toTensor().numel());
-      c = c.toTensor().abs().to(at::kDouble);
-    }
-    args.push_back(std::move(c));
-  }
+  for (const at::Tensor& t : policy::tensors_of(inputs))
+    if (t.is_floating_point()) largest = std::max(largest, t.numel());
   const double terms = static_cast<double>(largest) / static_cast<double>(result.numel());
   if (terms <= 1) return {};
-  try {
-    Values out = call(op, nullptr, args, device, "");
-    if (k >= out.size() || !out[k].isTensor() || out[k].toTensor().sizes() != result.sizes()) return {};
-    return out[k].toTensor().abs() * (std::sqrt(terms) * accumulation_roundoff(result.scalar_type()));
-  } catch (const std::exception&) {
-    return {};
-  }
+  const Values out = native_on(op, inputs, device, [](const at::Tensor& t) { return t.abs().to(at::kDouble); });
+  if (k >= out.size() || !out[k].isTensor() || out[k].toTensor().sizes() != result.sizes()) return {};
+  return out[k].toTensor().abs() * (std::sqrt(terms) * accumulation_roundoff(result.scalar_type()));
 }
 
-// The op run natively with its float inputs (of `from`'s precision or above) in `lower`, its result k
-// in `from`; undefined when the op cannot.
+// The op run natively with its floating-point inputs in `lower`, its result k in `from`; undefined
+// when the op cannot.
 at::Tensor native_in(const c10::OperatorHandle& op, const Values& inputs, size_t k, c10::ScalarType lower,
                      c10::ScalarType from, c10::Device device) {
-  Values args;
-  for (const auto& v : inputs) {
-    c10::IValue c = deep_copy(v);
-    if (c.isTensor() && low_precision_float(c.toTensor())) c = c.toTensor().to(lower);
-    if (c.isTensor() && c.toTensor().defined() && c.toTensor().scalar_type() == at::kDouble) c = c.toTensor().to(lower);
-    args.push_back(std::move(c));
-  }
-  try {
-    Values out = call(op, nullptr, args, device, "");
-    if (k < out.size() && out[k].isTensor() && out[k].toTensor().defined()) return out[k].toTensor().to(from);
-  } catch (const std::exception&) {
-  }
+  const Values out = native_on(op, inputs, device, [&](const at::Tensor& t) { return t.to(lower); });
+  if (k < out.size() && out[k].isTensor() && out[k].toTensor().defined()) return out[k].toTensor().to(from);
   return {};
 }
 
