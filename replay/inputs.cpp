@@ -379,6 +379,11 @@ void inject_special_values(std::vector<c10::IValue>& values) {
 BoundCall bind_call(const trace::TraceEntry& entry) {
   auto [name, overload] = backends::split_op(entry.op);
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+  if (!handle && name.find("_record_function") != std::string::npos)
+    throw std::invalid_argument("profiler bookkeeping (a record_function marker): it computes nothing");
+  if (!handle && name.rfind("aten::", 0) != 0)
+    throw std::invalid_argument(entry.op + " belongs to the library " + name.substr(0, name.find("::")) +
+                                ", which bbreplay does not load (not an ATen op)");
   if (!handle) throw std::invalid_argument("unknown op " + entry.op + " (not in this torch)");
   BoundCall call{*handle, {}};
   const auto& params = handle->schema().arguments();
@@ -396,8 +401,24 @@ BoundCall bind_call(const trace::TraceEntry& entry) {
   return call;
 }
 
+// Whether a call of an op tagged random is deterministic with its traced arguments: a dropout
+// probability of 0 (dropout, native_dropout, the attention ops' dropout_p) or training off (dropout,
+// rrelu_with_noise). By argument name, so that every op with such an argument is covered.
+bool deterministic_here(const BoundCall& call) {
+  const auto& params = call.op.schema().arguments();
+  for (size_t i = 0; i < params.size() && i < call.args.size(); ++i) {
+    const std::string& name = params[i].name();
+    const std::optional<ArgValue>& a = call.args[i];
+    const bool probability = name == "p" || name == "dropout_p";
+    if (probability && a && ((a->kind == ArgKind::Float && a->f == 0.0) || (a->kind == ArgKind::Int && a->i == 0)))
+      return true;
+    if ((name == "train" || name == "training") && a && a->kind == ArgKind::Bool && !a->b) return true;
+  }
+  return false;
+}
+
 std::string unreplayable(const BoundCall& call) {
-  if (call.op.hasTag(at::Tag::nondeterministic_seeded))
+  if (call.op.hasTag(at::Tag::nondeterministic_seeded) && !deterministic_here(call))
     return "random op (its results depend on the generator's state, not only on its inputs)";
   for (const auto& p : call.op.schema().arguments())
     if (p.real_type()->str().find("Generator") != std::string::npos) return "random op (takes a generator)";
