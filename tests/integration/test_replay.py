@@ -179,7 +179,7 @@ class Replay(TempDirTest):
         self.assertEqual(data["schema_version"], 2)
         self.assertTrue(csv.read_text().startswith("schema_version,op,signature,"))
         self.assertTrue(csv.read_text().splitlines()[1].startswith("2,aten::"))
-        self.assertIn("bbreplay-report schema 1", md.read_text())
+        self.assertIn("bbreplay-report schema 2", md.read_text())
 
     def test_help_documents_every_flag(self):
         r = replay("--help")
