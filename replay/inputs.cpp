@@ -97,6 +97,41 @@ bool positive_only(const std::string& arg) {
   return names.count(arg) > 0;
 }
 
+// The elements of storage a tensor of this metadata needs: its offset, plus its span unless it is empty.
+int64_t storage_extent(const TensorMeta& m) {
+  int64_t extent = m.offset + 1;
+  for (size_t d = 0; d < m.shape.size() && d < m.stride.size(); ++d) {
+    if (m.shape[d] == 0) return m.offset;
+    extent += (m.shape[d] - 1) * m.stride[d];
+  }
+  return extent;
+}
+
+// Ops that address their input's storage through explicit `size` and `stride` arguments (views such as
+// _reshape_alias and as_strided, set_ with an offset, as_strided_scatter): the storage of elements
+// the call reaches, or nullopt for other ops. Meta kernels check none of this.
+std::optional<int64_t> addressed_extent(const BoundCall& call) {
+  const auto& s = call.op.schema();
+  const bool aliases_input = !s.returns().empty() && s.returns()[0].alias_info();
+  if (!aliases_input && s.name().find("as_strided") == std::string::npos) return std::nullopt;
+  const ArgValue *size = nullptr, *stride = nullptr, *offset = nullptr;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    if (!call.args[i]) continue;
+    const std::string& name = s.arguments()[i].name();
+    if (name == "size") size = &*call.args[i];
+    if (name == "stride") stride = &*call.args[i];
+    if (name == "storage_offset") offset = &*call.args[i];
+  }
+  if (!size || !stride || size->kind != ArgKind::IntList || stride->kind != ArgKind::IntList) return std::nullopt;
+  TensorMeta reached;
+  reached.shape = size->ints;
+  reached.stride = stride->ints;
+  if (offset && offset->kind == ArgKind::Int) reached.offset = offset->i;
+  else if (call.args[0] && call.args[0]->kind == ArgKind::Tensor && call.args[0]->tensors[0])
+    reached.offset = call.args[0]->tensors[0]->offset;  // a view without an offset starts at its input's
+  return storage_extent(reached);
+}
+
 class Maker {
  public:
   Maker(const BoundCall& call, const InputOptions& o) : call_(call), lookup_{call}, o_(o) {}
@@ -211,14 +246,11 @@ class Maker {
       else if (std::max(seen.first, range->first) <= std::min(seen.second, range->second))
         range = Range{std::max(seen.first, range->first), std::min(seen.second, range->second)};
     }
-    int64_t storage = m.offset + 1;
-    bool empty = false;
-    for (size_t d = 0; d < m.shape.size(); ++d) {
-      empty |= m.shape[d] == 0;
-      storage += (m.shape[d] - 1) * m.stride[d];
-    }
-    if (empty) storage = m.offset;
-    if (arg == 0) storage = std::max(storage, view_extent(call_));
+    int64_t storage = storage_extent(m);
+    // as_strided and its kin address their input's storage directly, beyond the input's own elements;
+    // the trace records the input's extent, not its storage's, so the storage is made large enough.
+    if (arg == 0 && call_.op.schema().name().rfind("aten::as_strided", 0) == 0)
+      storage = std::max(storage, addressed_extent(call_).value_or(0));
     at::Tensor base = o_.device.is_meta() ? at::empty({storage}, at::TensorOptions().dtype(*t).device(c10::kMeta))
                                           : fill(storage, *t, range, name, generator(arg, elem)).to(o_.device);
     // Not a view of `base` (in-place ops such as detach_ refuse views), with the traced strides on
@@ -226,28 +258,6 @@ class Maker {
     at::Tensor out = at::empty({0}, base.options());
     out.set_(base.storage(), m.offset, m.shape, m.stride);
     return out;
-  }
-
-  // as_strided and its kin address their input's storage directly, beyond the input's own elements;
-  // the trace records the input's extent, not its storage's, so the storage is made large enough
-  // for the requested view.
-  static int64_t view_extent(const BoundCall& call) {
-    const std::string name = call.op.schema().name();
-    if (name.rfind("aten::as_strided", 0) != 0) return 0;
-    const ArgValue *size = nullptr, *stride = nullptr, *offset = nullptr;
-    for (const auto& a : call.args) {
-      if (!a) continue;
-      if (a->name == "size") size = &*a;
-      if (a->name == "stride") stride = &*a;
-      if (a->name == "storage_offset") offset = &*a;
-    }
-    if (!size || !stride || size->ints.size() != stride->ints.size()) return 0;
-    int64_t extent = (offset && offset->kind == ArgKind::Int ? offset->i : 0) + 1;
-    for (size_t d = 0; d < size->ints.size(); ++d) {
-      if (size->ints[d] == 0) return 0;
-      extent += (size->ints[d] - 1) * stride->ints[d];
-    }
-    return extent;
   }
 
   const BoundCall& call_;
@@ -283,41 +293,6 @@ void reshape_all(BoundCall& call, const std::vector<int64_t>& shape) {
     t->offset = 0;
     t->range.reset();  // recorded ranges belong to the traced shapes
   }
-}
-
-// The elements of storage a tensor of this metadata spans (offset included; 0 when it is empty).
-int64_t storage_extent(const TensorMeta& m) {
-  int64_t extent = m.offset + 1;
-  for (size_t d = 0; d < m.shape.size() && d < m.stride.size(); ++d) {
-    if (m.shape[d] == 0) return 0;
-    extent += (m.shape[d] - 1) * m.stride[d];
-  }
-  return extent;
-}
-
-// Ops that address their input's storage through explicit `size` and `stride` arguments (views such as
-// _reshape_alias and as_strided, set_ with an offset, as_strided_scatter): the storage of elements
-// the call reaches, or nullopt for other ops. Meta kernels check none of this.
-std::optional<int64_t> addressed_extent(const BoundCall& call) {
-  const auto& s = call.op.schema();
-  const bool aliases_input = !s.returns().empty() && s.returns()[0].alias_info();
-  if (!aliases_input && s.name().find("as_strided") == std::string::npos) return std::nullopt;
-  const ArgValue *size = nullptr, *stride = nullptr, *offset = nullptr;
-  for (size_t i = 0; i < call.args.size(); ++i) {
-    if (!call.args[i]) continue;
-    const std::string& name = s.arguments()[i].name();
-    if (name == "size") size = &*call.args[i];
-    if (name == "stride") stride = &*call.args[i];
-    if (name == "storage_offset") offset = &*call.args[i];
-  }
-  if (!size || !stride || size->kind != ArgKind::IntList || stride->kind != ArgKind::IntList) return std::nullopt;
-  TensorMeta reached;
-  reached.shape = size->ints;
-  reached.stride = stride->ints;
-  if (offset && offset->kind == ArgKind::Int) reached.offset = offset->i;
-  else if (call.args[0] && call.args[0]->kind == ArgKind::Tensor && call.args[0]->tensors[0])
-    reached.offset = call.args[0]->tensors[0]->offset;  // a view without an offset starts at its input's
-  return storage_extent(reached);
 }
 
 // Rewrites the call's tensors for a variant; throws when it does not apply.
@@ -446,7 +421,7 @@ bool variant_applies(const BoundCall& bound, const std::string& variant) {
   // and strides reach (they were traced for the original input): decided from the extents, since
   // native on meta tensors checks no bounds. (as_strided's input storage is made large enough.)
   if (auto reached = addressed_extent(call); reached && call.op.schema().name().rfind("aten::as_strided", 0) != 0) {
-    const auto& self = call.args.empty() || !call.args[0] ? std::nullopt : std::optional<ArgValue>(*call.args[0]);
+    const ArgValue* self = call.args.empty() || !call.args[0] ? nullptr : &*call.args[0];
     if (!self || self->kind != ArgKind::Tensor || !self->tensors[0] || storage_extent(*self->tensors[0]) < *reached)
       return false;
   }
