@@ -1,6 +1,8 @@
 #include "shim/atomic_file.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,11 +13,23 @@
 namespace bb::shim {
 namespace {
 
-std::string temp_name(const std::string& path) {
+// A new file beside `path` under a name no one can predict, created exclusively (O_EXCL: an existing
+// name, a planted symlink included, is never opened); -1 with errno on failure. `tmp` gets its name.
+int create_temp(const std::string& path, std::string& tmp) {
   auto slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  return dir + "." + base + ".tmp." + std::to_string(::getpid());
+  std::string name = dir + "." + base + ".tmp.XXXXXX";
+  int fd = ::mkostemp(name.data(), O_CLOEXEC);
+  tmp = name;
+  if (fd >= 0 && ::fchmod(fd, 0644) != 0) {  // (mkostemp makes it 0600; traces are ordinary files)
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = err;
+    return -1;
+  }
+  return fd;
 }
 
 std::string failure(const char* what, const std::string& file) {
@@ -25,8 +39,8 @@ std::string failure(const char* what, const std::string& file) {
 }  // namespace
 
 std::string write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = temp_name(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string tmp;
+  const int fd = create_temp(path, tmp);
   if (fd < 0) return failure("cannot create", tmp);
   if (!log::write_fully(fd, text.data(), text.size())) {
     std::string err = failure("cannot write", tmp);

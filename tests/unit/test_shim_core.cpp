@@ -5,9 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "catch.h"
 #include "shim/atomic_file.h"
@@ -187,7 +189,24 @@ TEST_CASE("atomic writes replace the file and leave no temporary behind") {
   REQUIRE(write_file_atomic(path, "one\n").empty());
   REQUIRE(write_file_atomic(path, "two\n").empty());
   CHECK(slurp(path) == "two\n");
-  CHECK(access((dir + "/.t.yaml.tmp." + std::to_string(getpid())).c_str(), F_OK) != 0);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  CHECK(left == std::vector<std::string>{"t.yaml"});
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0644);
+}
+
+TEST_CASE("a symlink planted at a predictable temporary name redirects no write") {
+  // Issue 17: the temporary was .<trace>.tmp.<pid>, opened without O_EXCL: a link planted there by
+  // anyone who can write the folder redirected the write to its target.
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/t.yaml", victim = dir + "/victim";
+  { std::ofstream(victim) << "precious\n"; }
+  REQUIRE(symlink(victim.c_str(), (dir + "/.t.yaml.tmp." + std::to_string(getpid())).c_str()) == 0);
+  REQUIRE(write_file_atomic(path, "trace\n").empty());
+  CHECK(slurp(victim) == "precious\n");
+  CHECK(slurp(path) == "trace\n");
 }
 
 TEST_CASE("an atomic write into a missing folder fails with the reason") {
