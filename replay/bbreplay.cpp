@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -292,9 +294,22 @@ int main(int argc, char** argv) {
   app.add_flag("--strict-strides", o.strict_strides,
                "fail a functional op's result whose values match native's but whose strides differ (default: "
                "passes with a note; in-place, out= and view results are always compared strictly)");
-  app.add_option("--repetitions", o.repetitions, "timed runs per kernel and case, at most")->capture_default_str();
-  app.add_option("--budget", o.budget, "seconds of timing per case, roughly")->capture_default_str();
-  app.add_option("--timeout", o.timeout, "seconds before a case is declared hung")->capture_default_str();
+  // (0 repetitions made the self-check segfault; nan, inf and negative seconds timed every case out)
+  const CLI::Validator positive_seconds(
+      [](std::string& v) {
+        const double x = std::strtod(v.c_str(), nullptr);
+        return std::isfinite(x) && x > 0 && x <= 1e6 ? std::string() : "expected seconds in (0, 1e6], got " + v;
+      },
+      "SECONDS");
+  app.add_option("--repetitions", o.repetitions, "timed runs per kernel and case, at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--budget", o.budget, "seconds of timing per case, roughly")
+      ->capture_default_str()
+      ->check(positive_seconds);
+  app.add_option("--timeout", o.timeout, "seconds before a case is declared hung")
+      ->capture_default_str()
+      ->check(positive_seconds);
   app.add_option("--json", o.json, "write the report as JSON");
   app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
   app.add_option("--markdown", o.markdown, "write the report as Markdown");

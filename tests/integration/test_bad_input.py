@@ -2,7 +2,7 @@
 import shutil
 import unittest
 
-from support import BBTRACE, BUILD, PYTHON, TempDirTest, base_env, preload_env, run
+from support import BBTRACE, BUILD, PYTHON, ROOT, TempDirTest, base_env, preload_env, run
 
 CODE = "import torch; print((torch.ones(4) * 3).sum().item())"
 
@@ -55,6 +55,18 @@ class BadInput(TempDirTest):
         r = run([BBTRACE, "summary"], base_env())
         self.assertEqual(r.returncode, 2)
         self.assertIn("trace is required", r.stderr)
+
+
+class BadReplayOptions(TempDirTest):
+    def test_bad_counts_and_seconds_are_usage_errors(self):
+        # --repetitions 0 made the self-check segfault; nan, inf and negative seconds timed every case out.
+        log = ROOT / "tests" / "data" / "replay" / "derived_args.txt"
+        for args in (["--repetitions", "0"], ["--timeout", "nan"], ["--timeout", "inf"], ["--timeout=-1"],
+                     ["--budget", "0"], ["--budget", "1e300"]):
+            with self.subTest(args=args):
+                r = run([BUILD / "bin" / "bbreplay", log, "--device", "cpu", *args], base_env())
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(args[0].split("=")[0], r.stderr)
 
 
 if __name__ == "__main__":
