@@ -416,15 +416,17 @@ double accumulation_roundoff(c10::ScalarType t) {
 // element (of the largest floating-point input) and sum|terms| the op in float64 on the absolute
 // values of its inputs. Undefined where each result element comes from one input element (K <= 1:
 // elementwise ops keep their own tolerance) or where the op cannot run on absolute values.
+// `on_abs` keeps the op's run on absolute values for the call's other results (made once, when needed).
 at::Tensor rounding_allowance(const c10::OperatorHandle& op, const Values& inputs, size_t k, const at::Tensor& result,
-                              c10::Device device) {
+                              c10::Device device, std::optional<Values>& on_abs) {
   if (!result.defined() || result.numel() == 0 || !result.is_floating_point()) return {};
   int64_t largest = 0;
   for (const at::Tensor& t : policy::tensors_of(inputs))
     if (t.is_floating_point()) largest = std::max(largest, t.numel());
   const double terms = static_cast<double>(largest) / static_cast<double>(result.numel());
   if (terms <= 1) return {};
-  const Values out = native_on(op, inputs, device, [](const at::Tensor& t) { return t.abs().to(at::kDouble); });
+  if (!on_abs) on_abs = native_on(op, inputs, device, [](const at::Tensor& t) { return t.abs().to(at::kDouble); });
+  const Values& out = *on_abs;
   if (k >= out.size() || !out[k].isTensor() || out[k].toTensor().sizes() != result.sizes()) return {};
   return out[k].toTensor().abs() * (std::sqrt(terms) * accumulation_roundoff(result.scalar_type()));
 }
@@ -500,7 +502,7 @@ std::string compare(const c10::OperatorHandle& op, const Values& inputs, const V
     }
     return layout_mismatch(op, native, generated, o, r);
   }
-  std::optional<Values> reference;  // made only when some floating-point result needs it
+  std::optional<Values> reference, on_abs;  // made only when some floating-point result needs them
   for (size_t k = 0; k < native.size(); ++k) {
     auto m = policy::compare_values(native[k], generated[k], tol, "result " + std::to_string(k));
     if (!m) continue;
@@ -510,7 +512,7 @@ std::string compare(const c10::OperatorHandle& op, const Values& inputs, const V
     if (k >= reference->size() || !(*reference)[k].isTensor()) return m->detail;
     const at::Tensor& n = native[k].toTensor();
     const at::Tensor& ref = (*reference)[k].toTensor();
-    const at::Tensor rounding = rounding_allowance(op, inputs, k, n, o.device);
+    const at::Tensor rounding = rounding_allowance(op, inputs, k, n, o.device, on_abs);
     if (auto m2 = policy::compare_with_reference(n, generated[k].toTensor(), ref, tol(n.scalar_type()), rounding)) {
       if (auto lower = computed_in_lower_precision(op, inputs, k, generated[k].toTensor(), ref, tol(n.scalar_type()), o)) {
         r.flags.push_back("precision-downgrade");
