@@ -245,6 +245,25 @@ struct RepetitionMismatch : std::runtime_error {
   bool cached;
 };
 
+// Why a case's times are no evidence of speed, or "": a side whose interquartile range is wider than
+// its median (bimodal or noisy samples: another process, clock changes, a busy GPU), or fewer than
+// five samples.
+std::string unstable(const Timing& native, const Timing& generated) {
+  for (const auto& [who, t] : {std::pair<const char*, const Timing&>{"native", native}, {"the kernel", generated}}) {
+    std::ostringstream s;
+    if (t.samples < 5) {
+      s << who << " has " << t.samples << " timed samples (fewer than 5)";
+      return s.str();
+    }
+    if (t.q3 - t.q1 > t.median) {
+      s << who << "'s interquartile range (" << t.q1 << " to " << t.q3 << " us) is wider than its median (" << t.median
+        << " us)";
+      return s.str();
+    }
+  }
+  return "";
+}
+
 // Native and the kernel under test, interleaved (alternating which goes first), with their operands
 // evicted from the caches. Every run pair gets an input set of its own (its own seed; each side runs
 // on its own copy of it), and the kernel's result is checked against native's on it (outside the
@@ -333,7 +352,12 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
   generated_events.clear();
   const auto start = std::chrono::steady_clock::now();
   making_inputs = 0;
-  for (int rep = 0; rep < o.repetitions; ++rep) {
+  // Samples that are no evidence of speed yet (unstable(): a busy machine, a clock change) get more
+  // repetitions, up to four times those asked for (when five or more were), within the budget: noise is
+  // outwaited, not reported.
+  const int most = 4 * o.repetitions;
+  for (int rep = 0; rep < most; ++rep) {
+    if (rep >= o.repetitions && (o.repetitions < 5 || unstable(summarize(native), summarize(generated)).empty())) break;
     pair(rep, rep % 2 == 0);
     const double spent =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - making_inputs;
@@ -638,25 +662,6 @@ std::string check(const BoundCall& bound, const std::string& variant, const back
   }
 }
 
-// Why a case's times are no evidence of speed, or "": a side whose interquartile range is wider than
-// its median (bimodal or noisy samples: another process, clock changes, a busy GPU), or fewer than
-// five samples.
-std::string unstable(const Timing& native, const Timing& generated) {
-  for (const auto& [who, t] : {std::pair<const char*, const Timing&>{"native", native}, {"the kernel", generated}}) {
-    std::ostringstream s;
-    if (t.samples < 5) {
-      s << who << " has " << t.samples << " timed samples (fewer than 5)";
-      return s.str();
-    }
-    if (t.q3 - t.q1 > t.median) {
-      s << who << "'s interquartile range (" << t.q1 << " to " << t.q3 << " us) is wider than its median (" << t.median
-        << " us)";
-      return s.str();
-    }
-  }
-  return "";
-}
-
 // Times both sides (time_both) and judges the times: "" or why the case failed while being timed.
 std::string time_case(const BoundCall& bound, const std::string& variant, const backends::LoadedKernel* kernel,
                       const Values& generated, const RunOptions& o, CaseResult& r) {
@@ -699,17 +704,27 @@ std::string time_case(const BoundCall& bound, const std::string& variant, const 
 
 void report_phases_to(int fd) { g_phase_fd = fd; }
 
+namespace {
+// How many repetitions time_both makes, as the report says it.
+std::string repetitions(const RunOptions& o) {
+  std::ostringstream s;
+  s << o.repetitions << " interleaved repetitions per kernel";
+  if (o.repetitions >= 5) s << " (up to " << 4 * o.repetitions << " while a side's interquartile range is wider than its median)";
+  s << ", stopping after 5 once " << o.budget_seconds << " s are spent";
+  return s.str();
+}
+}  // namespace
+
 std::string timing_method(const RunOptions& o) {
   if (!o.time) return "not timed (--check-only)";
   if (o.device.is_cuda())
     return "device time from CUPTI: the busy time of every kernel, copy and set the call ran, on any stream, with "
            "the device otherwise idle and the L2 cache evicted (twice its size read, leaving no dirty line) before "
-           "each run; CUDA events around the call as a cross-check; " + std::to_string(o.repetitions) +
-           " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, new inputs (own seed) for every run "
-           "pair; median and interquartile range";
-  return "host clock (steady_clock), " + std::to_string(o.repetitions) +
-         " interleaved repetitions at most per kernel (2 s budget), 2 warm-ups, new inputs (own seed) for every run pair, "
-         "operands evicted from every cache level (clflush) before each run; median and interquartile range";
+           "each run; CUDA events around the call as a cross-check; " + repetitions(o) +
+           ", 2 warm-ups, new inputs (own seed) for every run pair; median and interquartile range";
+  return "host clock (steady_clock), " + repetitions(o) +
+         ", 2 warm-ups, new inputs (own seed) for every run pair, operands evicted from every cache level (clflush) "
+         "before each run; median and interquartile range";
 }
 
 CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,

@@ -99,7 +99,11 @@ class Replay(TempDirTest):
                 self.assertGreater(c["generated"]["median_us"], 0, c)
             if c["variant"] != "traced":
                 self.assertIsNone(c["native"], c)  # variants are checked, not timed
-        self.assertRegex(r.stdout, r"(?m)^aten::relu\s+\d+\s+\d+\s+0\s+0\s+0\s+[\d.]+\s+[\d.]+\s+[\d.]+x")
+        # the table says what the JSON says: a speedup, or that it was withheld
+        shown = r"[\d.]+\s+[\d.]+\s+[\d.]+x" if ops["aten::relu"]["speedup_geomean"] is not None else r"-\s+-\s+-"
+        self.assertRegex(r.stdout, r"(?m)^aten::relu\s+\d+\s+\d+\s+0\s+0\s+0\s+" + shown)
+        # a busy machine may leave some ops untimed, but not the sample backend as a whole
+        self.assertTrue(any(o["speedup_geomean"] is not None for o in ops.values()), r.stdout)
 
     def test_each_kind_of_bad_kernel_is_reported_and_the_run_goes_on(self):
         data, r = self.report(self.behaviour_trace, "--backend", BEHAVIOURS, "--variants", "traced",
