@@ -2,8 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <limits>
 #include <sstream>
 
@@ -29,9 +29,10 @@ Mismatch make(std::string what, std::string detail) {
 
 namespace {
 
-// Both as flat float64 on the CPU (complex as pairs of reals).
+// Both flattened, as float64 on the device `expected` is on (complex as pairs of reals): comparing on
+// the device copies three numbers back, not the results (docs/performance.md, replay throughput).
 std::pair<at::Tensor, at::Tensor> flat_doubles(const at::Tensor& expected, const at::Tensor& actual) {
-  at::Tensor e = expected.detach().to(at::kCPU), a = actual.detach().to(at::kCPU);
+  at::Tensor e = expected.detach(), a = actual.detach().to(expected.device());
   if (e.is_complex()) {
     e = at::view_as_real(e.resolve_conj());
     a = at::view_as_real(a.resolve_conj());
@@ -39,26 +40,33 @@ std::pair<at::Tensor, at::Tensor> flat_doubles(const at::Tensor& expected, const
   return {e.to(at::kDouble).reshape({-1}), a.to(at::kDouble).reshape({-1})};
 }
 
-std::pair<double, double> stats(const at::Tensor& e, const at::Tensor& a) {
-  at::Tensor diff = (e - a).abs();
-  at::Tensor finite = diff.isfinite();
-  if (!finite.any().item<bool>()) return {0, 0};
-  at::Tensor d = diff.masked_select(finite);
-  at::Tensor rel = d / e.abs().masked_select(finite).clamp_min(std::numeric_limits<double>::min());
-  return {d.max().item<double>(), rel.max().item<double>()};
+struct Measured {
+  bool all_within = false;  // every element within tolerance (or equal, or NaN where expected has NaN)
+  double max_abs = 0, max_rel = 0;  // over elements whose difference is finite
+};
+
+// One pass over flat float64 tensors on their device; one copy of three numbers back.
+Measured measure(const at::Tensor& e, const at::Tensor& a, Tolerance tol) {
+  const at::Tensor diff = (e - a).abs();
+  const at::Tensor finite = diff.isfinite();
+  const at::Tensor zero = at::zeros({}, diff.options());
+  const at::Tensor d = at::where(finite, diff, zero);
+  const at::Tensor rel = at::where(finite, d / e.abs().clamp_min(std::numeric_limits<double>::min()), zero);
+  const at::Tensor ok = (e == a) | (e.isnan() & a.isnan()) | (diff <= tol.atol + tol.rtol * e.abs());
+  const at::Tensor three = at::stack({d.max(), rel.max(), ok.all().to(at::kDouble)}).cpu();
+  const double* p = three.const_data_ptr<double>();
+  return {p[2] != 0, p[0], p[1]};
 }
 
 }  // namespace
 
-std::pair<double, double> error_stats(const at::Tensor& expected, const at::Tensor& actual) {
-  if (!expected.defined() || !actual.defined() || expected.sizes() != actual.sizes() ||
-      expected.scalar_type() != actual.scalar_type() || expected.numel() == 0)
-    return {0, 0};
-  auto [e, a] = flat_doubles(expected, actual);
-  return stats(e, a);
+void ErrorStats::add(double abs_error, double rel_error) {
+  max_abs = std::max(max_abs, abs_error);
+  max_rel = std::max(max_rel, rel_error);
 }
 
-std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol) {
+std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol,
+                                        ErrorStats* stats) {
   if (expected.defined() != actual.defined())
     return make("kind", expected.defined() ? "expected a tensor, got an undefined one" : "expected no tensor");
   if (!expected.defined()) return std::nullopt;
@@ -67,13 +75,21 @@ std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Te
   if (expected.scalar_type() != actual.scalar_type())
     return make("dtype", "expected " + shape_text(expected) + ", got " + shape_text(actual));
   if (expected.numel() == 0) return std::nullopt;
+  // Equal element for element (one op, the common case: a deterministic kernel, native against native)
+  if (expected.device() == actual.device() && at::equal(expected, actual)) {
+    if (stats) stats->add(0, 0);
+    return std::nullopt;
+  }
   auto [e, a] = flat_doubles(expected, actual);
-  at::Tensor diff = (e - a).abs();
-  at::Tensor ok = (e == a) | (e.isnan() & a.isnan()) | (diff <= tol.atol + tol.rtol * e.abs());
-  if (ok.all().item<bool>()) return std::nullopt;
+  const Measured found = measure(e, a, tol);
+  if (stats) stats->add(found.max_abs, found.max_rel);
+  if (found.all_within) return std::nullopt;
   Mismatch m = make("values", "");
-  std::tie(m.max_abs, m.max_rel) = stats(e, a);
-  at::Tensor bad = (~ok).nonzero();
+  m.max_abs = found.max_abs;
+  m.max_rel = found.max_rel;
+  const at::Tensor diff = (e - a).abs();
+  const at::Tensor ok = (e == a) | (e.isnan() & a.isnan()) | (diff <= tol.atol + tol.rtol * e.abs());
+  at::Tensor bad = (~ok).nonzero().cpu();
   m.first_index = bad[0][0].item<int64_t>();
   std::ostringstream s;
   s << shape_text(expected) << ": " << bad.size(0) << " of " << e.numel() << " elements differ; first at flat index "
@@ -91,19 +107,21 @@ std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const a
   if (!native.defined() || native.numel() == 0) return std::nullopt;
   if (!reference.defined() || reference.sizes() != native.sizes()) return compare_tensors(native, actual, tol);
   auto [n, a] = flat_doubles(native, actual);
-  at::Tensor r = reference.detach().to(at::kCPU).to(at::kDouble).reshape({-1});
+  at::Tensor r = reference.detach().to(n.device()).to(at::kDouble).reshape({-1});
   at::Tensor native_err = (n - r).abs();
   native_err = native_err.masked_select(native_err.isfinite());
   const double yardstick = native_err.numel() ? native_err.max().item<double>() : 0.0;
   at::Tensor same = (a == n) | (a.isnan() & n.isnan()) | (a == r) | (a.isnan() & r.isnan());
   at::Tensor allowed = tol.atol + tol.rtol * r.abs() + 2 * yardstick;
   if (rounding.defined() && rounding.sizes() == native.sizes())
-    allowed = allowed + rounding.detach().to(at::kCPU).to(at::kDouble).reshape({-1}).nan_to_num(0, 0, 0);
+    allowed = allowed + rounding.detach().to(n.device()).to(at::kDouble).reshape({-1}).nan_to_num(0, 0, 0);
   at::Tensor ok = same | ((a - r).abs() <= allowed);
   if (ok.all().item<bool>()) return std::nullopt;
   Mismatch m = make("values", "");
-  std::tie(m.max_abs, m.max_rel) = stats(r, a);
-  at::Tensor bad = (~ok).nonzero();
+  const Measured against_reference = measure(r, a, {0, 0});
+  m.max_abs = against_reference.max_abs;
+  m.max_rel = against_reference.max_rel;
+  at::Tensor bad = (~ok).nonzero().cpu();
   m.first_index = bad[0][0].item<int64_t>();
   std::ostringstream s;
   s << shape_text(native) << ": " << bad.size(0) << " of " << n.numel() << " elements differ from native and from the "
@@ -117,14 +135,15 @@ std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const a
 }
 
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,
-                                       const ToleranceFn& tolerance, const std::string& path) {
+                                       const ToleranceFn& tolerance, const std::string& path, ErrorStats* stats) {
   auto at_path = [&](std::optional<Mismatch> m) {
     if (m) m->detail = path + ": " + m->detail;
     return m;
   };
   if (expected.isTensor() && actual.isTensor()) {
     const auto& e = expected.toTensor();
-    return at_path(compare_tensors(e, actual.toTensor(), tolerance(e.defined() ? e.scalar_type() : at::kFloat)));
+    return at_path(
+        compare_tensors(e, actual.toTensor(), tolerance(e.defined() ? e.scalar_type() : at::kFloat), stats));
   }
   if ((expected.isList() && actual.isList()) || (expected.isTuple() && actual.isTuple())) {
     auto ev = expected.isList() ? expected.toListRef().vec() : expected.toTupleRef().elements().vec();
@@ -132,7 +151,7 @@ std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::I
     if (ev.size() != av.size())
       return at_path(make("count", std::to_string(av.size()) + " elements, expected " + std::to_string(ev.size())));
     for (size_t k = 0; k < ev.size(); ++k)
-      if (auto m = compare_values(ev[k], av[k], tolerance, path + "[" + std::to_string(k) + "]")) return m;
+      if (auto m = compare_values(ev[k], av[k], tolerance, path + "[" + std::to_string(k) + "]", stats)) return m;
     return std::nullopt;
   }
   if (expected.tagKind() != actual.tagKind())

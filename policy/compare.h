@@ -23,12 +23,16 @@ struct Mismatch {
 
 using ToleranceFn = std::function<Tolerance(c10::ScalarType)>;
 
-// nullopt when `actual` matches `expected`.
-std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol);
+// The largest absolute and relative differences seen over the elements whose difference is finite.
+struct ErrorStats {
+  double max_abs = 0, max_rel = 0;
+  void add(double abs_error, double rel_error);
+};
 
-// Largest absolute and relative differences over finite elements of same-shaped tensors (0 when
-// shapes or dtypes differ, or the tensors are empty).
-std::pair<double, double> error_stats(const at::Tensor& expected, const at::Tensor& actual);
+// nullopt when `actual` matches `expected`. Compared on expected's device, in one pass; where both
+// have the same shape and dtype, their errors are added to `stats` (if given) whether they match or not.
+std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol,
+                                        ErrorStats* stats = nullptr);
 
 // The second chance of a floating-point result that is not within tolerance of native: judged against
 // `reference`, the same op computed in float64, with native's own error as the yardstick (a kernel that
@@ -44,6 +48,7 @@ std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const a
 
 // Tensors, lists and tuples of them, and scalars; `path` names the output in messages.
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,
-                                       const ToleranceFn& tolerance, const std::string& path = "output");
+                                       const ToleranceFn& tolerance, const std::string& path = "output",
+                                       ErrorStats* stats = nullptr);
 
 }  // namespace bb::policy

@@ -6,12 +6,17 @@
 #include <ATen/Context.h>
 #include <CLI/CLI.hpp>
 #include <dlfcn.h>
+#include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 
@@ -21,6 +26,7 @@
 #include "replay/integrity.h"
 #include "replay/report_writers.h"
 #include "replay/runner.h"
+#include "replay/spent.h"
 #include "replay/torchbench.h"
 #include "replay/trace_summary.h"
 #include "replay/worker_pool.h"
@@ -36,6 +42,7 @@ struct Options {
   uint64_t seed = 0;
   bool check_only = false, perf_only = false, list = false, worker = false, strict_strides = false;
   int repetitions = 25;
+  double precision = 0.01;
   double budget = 2.0, timeout = 300;
 };
 
@@ -111,6 +118,7 @@ Setup set_up(const Options& o, bool worker) {
   s.run.strict_strides = o.strict_strides;
   s.run.repetitions = o.repetitions;
   s.run.budget_seconds = o.budget;
+  s.run.precision = o.precision;
   if (s.has_backend) {
     std::string exe = exe_path();
     auto tc = backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, exe.substr(0, exe.rfind('/')) + "/../include", "");
@@ -154,6 +162,7 @@ CaseResult describe(const trace::TraceEntry& e, const std::string& variant, Stat
 }
 
 int worker_main(const Options& o) {
+  ::signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the whole process group: bbreplay stops its workers itself
   const int proto = ::dup(STDOUT_FILENO);  // results go here; anything a kernel prints goes to stderr
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
   report_phases_to(proto);  // a crash or hang is charged to native or to the kernel, whichever ran
@@ -168,23 +177,35 @@ int worker_main(const Options& o) {
     const auto& entry = s.trace.ops[c.entry];
     const auto* kernel = s.has_backend ? s.kernel_for(entry.op) : nullptr;
     CaseResult result;
+    Spent::take();
+    const auto start = std::chrono::steady_clock::now();
     try {
       result = run_case(entry, c.variant, kernel, s.run);
     } catch (const std::exception& e) {  // the harness's own failure: said, not hidden
       result = describe(entry, c.variant, Status::Skipped, std::string("bbreplay could not run this case: ") + e.what());
     }
+    result.worker_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.spent = Spent::take();
     std::string out = case_to_json_line(result);
     if (::write(proto, out.data(), out.size()) != static_cast<ssize_t>(out.size())) return 1;
   }
   return 0;
 }
 
+// On a terminal a bar with the time spent and an estimate of the time left (from the pace so far);
+// elsewhere a plain line whenever the op changes.
 class Progress {
  public:
   explicit Progress(size_t total) : total_(total), tty_(::isatty(STDERR_FILENO)) {}
   void at(size_t done, const std::string& op) {
     if (tty_) {
-      std::cerr << "\r[" << done << "/" << total_ << "] " << op << "\033[K" << std::flush;
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      constexpr int width = 24;
+      const int filled = total_ ? static_cast<int>(width * done / total_) : width;
+      std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/" << total_
+                << "  " << clock(spent);
+      if (done > 0) std::cerr << ", ~" << clock(spent / done * (total_ - done)) << " left";
+      std::cerr << "  " << op << "\033[K" << std::flush;
     } else if (op != last_) {
       std::cerr << "bbreplay: [" << done << "/" << total_ << "] " << op << "\n";
     }
@@ -195,9 +216,17 @@ class Progress {
   }
 
  private:
+  static std::string clock(double seconds) {
+    const long s = std::lround(seconds);
+    std::ostringstream out;
+    out << s / 60 << ":" << std::setw(2) << std::setfill('0') << s % 60;
+    return out.str();
+  }
+
   size_t total_;
   bool tty_;
   std::string last_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 // Other work on the machine makes multi-threaded native kernels wait for cores (on a 2-core VM under
@@ -210,6 +239,26 @@ std::string busy_machine() {
   std::ostringstream s;
   s << "the machine is busy (load average " << load << " on " << cores << " cores): CPU timings are unreliable";
   return s.str();
+}
+
+// SIGINT or SIGTERM to bbreplay: the case in progress is abandoned, its worker killed, and the report
+// of the cases done so far is written (an interrupted run exits 1).
+// A second signal ends bbreplay at once, as if it had no handler.
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop_signal(int sig) {
+  if (g_stop) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+  g_stop = sig;
+}
+
+void stop_on_signals() {
+  struct sigaction a {};
+  a.sa_handler = on_stop_signal;  // no SA_RESTART: a worker's poll wakes at once
+  sigemptyset(&a.sa_mask);
+  ::sigaction(SIGINT, &a, nullptr);
+  ::sigaction(SIGTERM, &a, nullptr);
 }
 
 Report run_all(const Options& o, const Setup& s, const std::vector<std::string>& worker_argv) {
@@ -226,7 +275,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   }
   std::unique_ptr<Worker> worker;
   Progress progress(s.cases.size());
-  for (size_t i = 0; i < s.cases.size(); ++i) {
+  for (size_t i = 0; i < s.cases.size() && !g_stop; ++i) {
     const auto& entry = s.trace.ops[s.cases[i].entry];
     const std::string& variant = s.cases[i].variant;
     progress.at(i, entry.op);
@@ -235,9 +284,10 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
       report.cases.back() = describe(entry, variant, report.cases.back().status, report.cases.back().message);
       continue;
     }
+    const auto start = std::chrono::steady_clock::now();
     if (!worker) worker = std::make_unique<Worker>(worker_argv);
     std::string reply, why;
-    switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why)) {
+    switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why, &g_stop)) {
       case Worker::Outcome::Reply: report.cases.push_back(case_from_json_line(reply)); break;
       case Worker::Outcome::Died:
         report.cases.push_back(worker->last_note() == "native"
@@ -253,7 +303,16 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
                                    : describe(entry, variant, Status::Timeout, why));
         worker.reset();
         break;
+      case Worker::Outcome::Interrupted: worker.reset(); continue;  // (the loop ends: g_stop is set)
     }
+    report.cases.back().wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (g_stop) {
+    std::ostringstream why;
+    why << "stopped by " << sigabbrev_np(g_stop) << " after " << report.cases.size() << " of " << s.cases.size()
+        << " cases; the others did not run";
+    report.meta.interrupted = why.str();
+    std::cerr << "\nbbreplay: " << why.str() << "\n";
   }
   return report;
 }
@@ -301,9 +360,15 @@ int main(int argc, char** argv) {
         return std::isfinite(x) && x > 0 && x <= 1e6 ? std::string() : "expected seconds in (0, 1e6], got " + v;
       },
       "SECONDS");
-  app.add_option("--repetitions", o.repetitions, "timed runs per kernel and case, at most")
+  app.add_option("--repetitions", o.repetitions, "timed runs per kernel and case (fewer once --precision is met; up to 4x as many while a side's "
+                 "times are unstable)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--precision", o.precision,
+                 "stop repeating a case once each side's median is known to within this fraction (half-width of "
+                 "its 95% confidence interval; 0: always make --repetitions)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--budget", o.budget, "seconds of timing per case, roughly")
       ->capture_default_str()
       ->check(positive_seconds);
@@ -334,6 +399,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> worker_argv(argv, argv + argc);
     worker_argv[0] = exe_path();
     worker_argv.push_back("--worker");
+    stop_on_signals();
     Report report = run_all(o, s, worker_argv);
     std::cout << make_writer("console")->render(report);
     write_file(o.json, "json", report);

@@ -44,7 +44,9 @@ std::string case_to_json_line(const CaseResult& r) {
                       {"atol", r.atol},
                       {"native", timing(r.native)},
                       {"generated", timing(r.generated)},
-                      {"unstable", r.unstable}};
+                      {"unstable", r.unstable},
+                      {"worker_s", r.worker_s},
+                      {"spent", r.spent}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -66,6 +68,8 @@ CaseResult case_from_json_line(const std::string& line) {
     r.native = timing(j.at("native"));
     r.generated = timing(j.at("generated"));
     r.unstable = j.at("unstable");
+    r.worker_s = j.at("worker_s");
+    r.spent = j.at("spent").get<std::vector<std::pair<std::string, double>>>();
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("malformed result line: ") + e.what());

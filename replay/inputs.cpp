@@ -9,6 +9,7 @@
 
 #include "backends/op_names.h"
 #include "replay/derived_args.h"
+#include "replay/spent.h"
 #include "tracer/names.h"
 
 namespace bb::replay {
@@ -446,6 +447,7 @@ bool variant_applies(const BoundCall& bound, const std::string& variant) {
 }
 
 std::vector<c10::IValue> make_inputs(const BoundCall& bound, const InputOptions& options) {
+  Spent spent(phase::kInputs);
   BoundCall call = bound;
   apply_variant(call, options.variant);
   Maker maker(call, options);

@@ -11,6 +11,7 @@
 #include "policy/compare.h"
 #include "policy/integrity.h"
 #include "replay/cuda_timer.h"
+#include "replay/spent.h"
 
 namespace bb::replay {
 namespace {
@@ -47,6 +48,7 @@ void install_poisoning_allocator() {
 }
 
 PoisonScope::PoisonScope(uint8_t byte, const c10::Device& device, size_t reserve) : cpu_(device.is_cpu()) {
+  Spent spent(phase::kIntegrity);
   if (cpu_) g_poison.store(byte, std::memory_order_relaxed);
   else if (device.is_cuda()) poison_cuda_cache(device.has_index() ? device.index() : 0, byte, reserve);
 }

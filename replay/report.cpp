@@ -112,7 +112,7 @@ Overall Report::overall() const {
 }
 
 bool Report::all_passed() const {
-  return std::none_of(cases.begin(), cases.end(), [&](const CaseResult& c) {
+  return meta.interrupted.empty() && std::none_of(cases.begin(), cases.end(), [&](const CaseResult& c) {
     return c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout ||
            (c.status == Status::Invalid && meta.self_check);
   });

@@ -40,6 +40,10 @@ struct CaseResult {
   double rtol = 0, atol = 0;                    // the tolerance applied
   std::optional<Timing> native, generated;
   std::string unstable;  // why its times are no evidence of speed (docs/replay.md); "" when they are
+  // Where the time went: the case's wall seconds as bbreplay saw them (a worker's start included, when
+  // one was started for it), the seconds its worker spent in it, and those by phase (replay/spent.h).
+  double wall_s = 0, worker_s = 0;
+  std::vector<std::pair<std::string, double>> spent;
 
   // native / generated median time: only for a passed, unflagged case timed both ways with stable times
   // (Report::speedup also withholds it when another case of the op was flagged).
@@ -65,6 +69,9 @@ struct ReportMeta {
   std::string timing;    // how times were taken
   uint64_t seed = 0;
   bool self_check = false;  // native against native: an invalid case is then a failure of the run
+  // Set when the run was stopped (SIGINT, SIGTERM) before every case ran: which signal, and how many
+  // of how many cases the report holds. An interrupted run never passes.
+  std::string interrupted;
 };
 
 struct Overall {
@@ -85,8 +92,8 @@ struct Report {
   std::set<std::string> flagged_ops() const;
   static std::optional<double> speedup_of(const CaseResult& c, const std::set<std::string>& flagged_ops);
   Overall overall() const;
-  // Every case that was checked passed (skips do not fail a run; invalid cases fail the self-check
-  // only: with a backend they are not the kernel's doing).
+  // Every case ran and every case that was checked passed (skips do not fail a run; invalid cases
+  // fail the self-check only: with a backend they are not the kernel's doing).
   bool all_passed() const;
 };
 

@@ -70,6 +70,20 @@ nlohmann::json timing_json(const std::optional<Timing>& t) {
   return j;
 }
 
+// Seconds by phase, the worker's own remainder ("other in the worker") and what the worker did not see
+// (its start, messages: "worker start and messaging") added, so that the phases sum to wall_s.
+nlohmann::ordered_json spent_json(const CaseResult& c) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  double phases = 0;
+  for (const auto& [phase, seconds] : c.spent) {
+    j[phase] = seconds;
+    phases += seconds;
+  }
+  if (c.worker_s > 0) j["other in the worker"] = std::max(0.0, c.worker_s - phases);
+  if (c.wall_s > 0) j["worker start and messaging"] = std::max(0.0, c.wall_s - std::max(c.worker_s, phases));
+  return j;
+}
+
 class JsonWriter : public ReportWriter {
  public:
   std::string render(const Report& r) const override {
@@ -80,6 +94,7 @@ class JsonWriter : public ReportWriter {
     j["meta"] = {{"tool", m.tool},     {"trace", m.trace}, {"backend", m.backend}, {"device", m.device},
                  {"torch", m.torch},   {"date", m.date},   {"timing", m.timing},   {"seed", m.seed},
                  {"self_check", m.self_check}};
+    if (!m.interrupted.empty()) j["meta"]["interrupted"] = m.interrupted;
     const Overall o = r.overall();
     nlohmann::ordered_json perf = nlohmann::ordered_json::array();
     for (const auto& [p, f] : o.perf_at) perf.push_back({{"p", p}, {"fraction", f}});
@@ -113,7 +128,9 @@ class JsonWriter : public ReportWriter {
                             {"native", timing_json(c.native)},
                             {"generated", timing_json(c.generated)},
                             {"unstable", c.unstable.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.unstable)},
-                            {"speedup", sp ? nlohmann::ordered_json(*sp) : nullptr}});
+                            {"speedup", sp ? nlohmann::ordered_json(*sp) : nullptr},
+                            {"wall_s", c.wall_s},
+                            {"spent", spent_json(c)}});
     }
     return j.dump(1) + "\n";
   }
@@ -134,7 +151,7 @@ class CsvWriter : public ReportWriter {
     std::ostringstream s;
     s << "schema_version,op,signature,variant,calls,status,flags,message,max_abs_error,max_rel_error,rtol,atol,"
          "native_median_us,native_q1_us,native_q3_us,generated_median_us,generated_q1_us,generated_q3_us,speedup,"
-         "unstable\n";
+         "unstable,wall_s\n";
     const auto flagged = r.flagged_ops();
     for (const auto& c : r.cases) {
       const auto sp = Report::speedup_of(c, flagged);
@@ -145,7 +162,7 @@ class CsvWriter : public ReportWriter {
         << csv_time(c.native, &Timing::q1) << "," << csv_time(c.native, &Timing::q3) << ","
         << csv_time(c.generated, &Timing::median) << "," << csv_time(c.generated, &Timing::q1) << ","
         << csv_time(c.generated, &Timing::q3) << "," << (sp ? fixed(*sp, 4) : "") << "," << csv_field(c.unstable)
-        << "\n";
+        << "," << fixed(c.wall_s, 3) << "\n";
     }
     return s.str();
   }
@@ -192,6 +209,7 @@ class MarkdownWriter : public ReportWriter {
         << o.skipped << " | " << o.flagged << " | " << time_text(o, o.native_us) << " | " << time_text(o, o.generated_us) << " | "
         << speedup_text(o) << " |\n";
     s << "\n**Overall**: " << overall_line(r.overall()) << "\n";
+    if (!m.interrupted.empty()) s << "\n**Interrupted**: " << m.interrupted << "\n";
     problems(r, s, true);
     return s.str();
   }
@@ -210,6 +228,7 @@ class ConsoleWriter : public ReportWriter {
         << time_text(o, o.native_us) << std::setw(14) << time_text(o, o.generated_us) << std::setw(9) << speedup_text(o)
         << "  " << join(o.flags, ",") << "\n";
     s << overall_line(r.overall()) << "\n";
+    if (!r.meta.interrupted.empty()) s << "INTERRUPTED: " << r.meta.interrupted << "\n";
     problems(r, s, false);
     return s.str();
   }

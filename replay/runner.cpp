@@ -22,6 +22,7 @@
 #include "policy/native_watch.h"
 #include "replay/cuda_timer.h"
 #include "replay/integrity.h"
+#include "replay/spent.h"
 #include "replay/trace_summary.h"
 #include "tracer/names.h"
 
@@ -36,6 +37,7 @@ CaseResult with_status(CaseResult r, Status s, const std::string& why) {
 }
 
 Values copies(const Values& inputs) {
+  Spent spent(phase::kInputs);
   Values out;
   for (const auto& v : inputs) out.push_back(deep_copy(v));
   return out;
@@ -92,6 +94,9 @@ Values call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel,
             c10::Device device, const std::string& phase, bool timed = false, bool sync = true,
             std::string* seen = nullptr) {
   if (!timed) note_phase(kernel);  // (timed runs say it before their clock starts)
+  // (the timed runs' time is charged by their caller, outside the clock)
+  std::optional<Spent> spent;
+  if (!timed) spent.emplace(kernel ? phase::kKernel : phase::kNative);
   torch::jit::Stack stack(args.begin(), args.end());
   const c10::DispatchKeySet backend(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
   if (kernel) {
@@ -141,6 +146,7 @@ std::string stride_mismatch(const Values& native, const Values& generated) {
 
 // Which arguments a call changed although the schema does not let the op write them.
 std::vector<bool> changed_args(const c10::OperatorHandle& op, const Values& before, const Values& after) {
+  Spent spent(phase::kIntegrity);
   const auto& params = op.schema().arguments();
   std::vector<bool> out(params.size(), false);
   for (size_t i = 0; i < params.size() && i < before.size(); ++i)
@@ -245,6 +251,26 @@ struct RepetitionMismatch : std::runtime_error {
   bool cached;
 };
 
+// Whether the median of `samples` is known to within `precision` of it: the half-width of its
+// distribution-free 95% confidence interval, [x(k), x(n+1-k)] of the sorted samples with the largest k
+// whose coverage 1 - 2 P(Binomial(n, 1/2) < k) is at least 95% (six samples at least).
+bool known_within(std::vector<double> samples, double precision) {
+  const size_t n = samples.size();
+  if (n < 6) return false;
+  std::sort(samples.begin(), samples.end());
+  size_t k = 0;  // P(Binomial(n, 1/2) <= j), summed as j grows
+  double below = 0, term = std::ldexp(1.0, -static_cast<int>(n));  // C(n, 0) / 2^n
+  for (size_t j = 0; j < n / 2; ++j) {
+    below += term;
+    if (1 - 2 * below < 0.95) break;
+    k = j + 1;
+    term = term * static_cast<double>(n - j) / static_cast<double>(j + 1);
+  }
+  if (k == 0) return false;
+  const double median = samples[n / 2], half = (samples[n - k] - samples[k - 1]) / 2;
+  return median > 0 && half <= precision * median;
+}
+
 // Why a case's times are no evidence of speed, or "": a side whose interquartile range is wider than
 // its median (bimodal or noisy samples: another process, clock changes, a busy GPU), or fewer than
 // five samples.
@@ -269,9 +295,16 @@ std::string unstable(const Timing& native, const Timing& generated) {
 // on its own copy of it), and the kernel's result is checked against native's on it (outside the
 // timed region), so a kernel cannot be right once and then cached or wrong in the loop: no inputs
 // repeat, so a cache keyed on addresses, shapes or values never hits.
-std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& variant,
+// Native's and the kernel's times, or why the case has none although both ran (`not_timed`).
+struct Times {
+  Timing native, generated;
+  std::string not_timed;
+};
+
+Times time_both(const BoundCall& bound, const std::string& variant,
                                     const backends::LoadedKernel* kernel, const RunOptions& o, const CaseResult& r) {
   std::vector<double> native, generated, native_events, generated_events;
+  int native_activities = 0, generated_activities = 0;  // CUDA: kernels, copies and sets seen, all runs
   Findings native_findings, generated_findings;
   std::string why_not;
   CudaTimer* timer = o.device.is_cuda() ? cuda_timer(o.device, &why_not) : nullptr;
@@ -285,19 +318,28 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     std::string seen;
     note_phase(which);
     if (timer) {
-      CudaSample s = timer->time([&] { result = call(bound.op, which, args, o.device, phase, true, false, &seen); });
+      std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction, synchronization and CUPTI flush
+      CudaSample s = timer->time([&] {
+        Spent timed(phase::kTimed);
+        result = call(bound.op, which, args, o.device, phase, true, false, &seen);
+      });
+      evicting.reset();
       if (!seen.empty()) throw NativeCallSeen(seen, phase);
       const bool is_native = &out == &native;  // (in the self-check both sides are native code)
       out.push_back(s.device_us);
       (is_native ? native_events : generated_events).push_back(s.events_us);
+      (is_native ? native_activities : generated_activities) += s.activities;
       Findings& found = is_native ? native_findings : generated_findings;
       if (found.escaping.empty()) found.escaping = s.findings.escaping;
       if (found.tampering.empty()) found.tampering = s.findings.tampering;
       if (found.library.empty()) found.library = s.findings.library;
       return result;
     }
+    std::optional<Spent> evicting(phase::kEvict);
     evict(args);
     synchronize(o.device);
+    evicting.reset();
+    Spent timed(phase::kTimed);  // (its clock readings are outside the host clock's)
     // The watch's callback is added before the clock starts: the timed call pays only the callback's
     // cost on each ATen op the kernel itself calls (bench/watch_overhead.cpp). (Not on CUDA: the
     // timer's own eviction calls ATen, and host time is not what is measured there.)
@@ -346,17 +388,22 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
                              cached);
   };
   for (int w = -2; w < 0; ++w) pair(w, true);  // warm-up: first-call costs are not the kernel's
+  // A call that launched no device work on either side, twice each (views, metadata, shape queries):
+  // there is nothing to time, and timing it would only measure the timer.
+  const bool no_device_work = timer && native_activities == 0 && generated_activities == 0;
   native.clear();
   generated.clear();
   native_events.clear();
   generated_events.clear();
   const auto start = std::chrono::steady_clock::now();
   making_inputs = 0;
-  // Samples that are no evidence of speed yet (unstable(): a busy machine, a clock change) get more
-  // repetitions, up to four times those asked for (when five or more were), within the budget: noise is
-  // outwaited, not reported.
+  // Enough once both medians are known to within `precision` (the fast, steady kernels of a GPU: 6
+  // pairs, not 25). Samples that are no evidence of speed yet (unstable(): a busy machine, a clock
+  // change) get more repetitions, up to four times those asked for (when five or more were), within
+  // the budget: noise is outwaited, not reported.
   const int most = 4 * o.repetitions;
-  for (int rep = 0; rep < most; ++rep) {
+  for (int rep = 0; rep < most && !no_device_work; ++rep) {
+    if (o.precision > 0 && known_within(native, o.precision) && known_within(generated, o.precision)) break;
     if (rep >= o.repetitions && (o.repetitions < 5 || unstable(summarize(native), summarize(generated)).empty())) break;
     pair(rep, rep % 2 == 0);
     const double spent =
@@ -372,7 +419,9 @@ std::pair<Timing, Timing> time_both(const BoundCall& bound, const std::string& v
     throw TimedFlag("environment-tampering", g.tampering);
   if (kernel && !g.library.empty())
     throw TimedFlag("native-call", g.library + ": a vendor library did the work of the op the kernel implements");
-  return {summarize(native, native_events), summarize(generated, generated_events)};
+  if (no_device_work)
+    return {{}, {}, "no device work: neither native nor the kernel launched a kernel, copy or set in two runs each"};
+  return {summarize(native, native_events), summarize(generated, generated_events), ""};
 }
 
 // Bytes of the results' storage: what the call must at least write.
@@ -408,6 +457,7 @@ bool low_precision_float(const at::Tensor& t) {
 // this way.
 Values native_on(const c10::OperatorHandle& op, const Values& inputs, c10::Device device,
                  const std::function<at::Tensor(const at::Tensor&)>& convert) {
+  Spent spent(phase::kReference, true);
   Values args;
   for (const auto& v : inputs) {
     c10::IValue c = deep_copy(v);
@@ -500,22 +550,15 @@ std::string layout_mismatch(const c10::OperatorHandle& op, const Values& native,
 // Compares the results; fills the errors and tolerance of `r`. Returns the failure, or "".
 std::string compare(const c10::OperatorHandle& op, const Values& inputs, const Values& native, const Values& generated,
                     const RunOptions& o, CaseResult& r) {
+  Spent spent(phase::kCompare);
   if (native.size() != generated.size())
     return std::to_string(generated.size()) + " results, native gave " + std::to_string(native.size());
   auto tol = [&](c10::ScalarType t) { return tolerance(o, r.op, t); };
-  bool first = true;
-  for (size_t k = 0; k < native.size(); ++k) {
-    if (!native[k].isTensor() || !generated[k].isTensor()) continue;
-    const at::Tensor &n = native[k].toTensor(), &g = generated[k].toTensor();
-    if (!n.defined()) continue;
-    if (first) {
-      auto t = tol(n.scalar_type());
-      r.rtol = t.rtol, r.atol = t.atol;
-      first = false;
-    }
-    auto [abs_err, rel_err] = policy::error_stats(n, g);
-    r.max_abs_error = std::max(r.max_abs_error, abs_err);
-    r.max_rel_error = std::max(r.max_rel_error, rel_err);
+  for (const auto& v : native) {  // the tolerance reported: the first tensor result's
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const policy::Tolerance t = tol(v.toTensor().scalar_type());
+    r.rtol = t.rtol, r.atol = t.atol;
+    break;
   }
   if (uninitialized_output(op)) {
     r.message = "values not compared: the op leaves its output uninitialized";
@@ -527,8 +570,17 @@ std::string compare(const c10::OperatorHandle& op, const Values& inputs, const V
     return layout_mismatch(op, native, generated, o, r);
   }
   std::optional<Values> reference, on_abs;  // made only when some floating-point result needs them
+  policy::ErrorStats errors;
+  struct Keep {  // the errors are the case's whichever way compare returns
+    CaseResult& r;
+    policy::ErrorStats& e;
+    ~Keep() {
+      r.max_abs_error = std::max(r.max_abs_error, e.max_abs);
+      r.max_rel_error = std::max(r.max_rel_error, e.max_rel);
+    }
+  } keep{r, errors};
   for (size_t k = 0; k < native.size(); ++k) {
-    auto m = policy::compare_values(native[k], generated[k], tol, "result " + std::to_string(k));
+    auto m = policy::compare_values(native[k], generated[k], tol, "result " + std::to_string(k), &errors);
     if (!m) continue;
     const bool second_chance = m->what == "values" && native[k].isTensor() && low_precision_float(native[k].toTensor());
     if (!second_chance) return m->detail;
@@ -553,6 +605,7 @@ std::string compare(const c10::OperatorHandle& op, const Values& inputs, const V
 // Outputs sharing memory with inputs or with each other where native's do not.
 std::string new_aliasing(const c10::OperatorHandle& op, const Values& native_args, const Values& native,
                          const Values& args, const Values& generated, size_t outputs) {
+  Spent spent(phase::kIntegrity);
   const std::string a = policy::aliasing_native_lacks(op.schema(), native_args, native, args, generated, outputs);
   return a.empty() ? "" : a + ", which native's does not (a result must not be, or be inside, an input)";
 }
@@ -666,7 +719,11 @@ std::string check(const BoundCall& bound, const std::string& variant, const back
 std::string time_case(const BoundCall& bound, const std::string& variant, const backends::LoadedKernel* kernel,
                       const Values& generated, const RunOptions& o, CaseResult& r) {
   try {
-    auto [n, g] = time_both(bound, variant, kernel, o, r);
+    auto [n, g, not_timed] = time_both(bound, variant, kernel, o, r);
+    if (!not_timed.empty()) {
+      r.message = "not timed: " + not_timed;
+      return "";
+    }
     r.native = n;
     r.generated = g;
     r.unstable = unstable(n, g);
@@ -709,7 +766,11 @@ namespace {
 std::string repetitions(const RunOptions& o) {
   std::ostringstream s;
   s << o.repetitions << " interleaved repetitions per kernel";
-  if (o.repetitions >= 5) s << " (up to " << 4 * o.repetitions << " while a side's interquartile range is wider than its median)";
+  if (o.repetitions >= 5)
+    s << " (up to " << 4 * o.repetitions << " while a side's interquartile range is wider than its median)";
+  if (o.precision > 0)
+    s << ", fewer once both medians are known to within " << 100 * o.precision
+      << "% (95% confidence interval, 6 repetitions at least)";
   s << ", stopping after 5 once " << o.budget_seconds << " s are spent";
   return s.str();
 }

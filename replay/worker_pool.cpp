@@ -46,16 +46,48 @@ Worker::~Worker() {
   if (from_ >= 0) ::close(from_);
 }
 
-std::string Worker::reap() {
-  int status = 0;
-  if (pid_ <= 0 || ::waitpid(pid_, &status, 0) != pid_) return "lost";
-  pid_ = -1;
-  if (WIFSIGNALED(status)) return std::string("died of ") + sigabbrev_np(WTERMSIG(status)) + " (" +
-                                   strsignal(WTERMSIG(status)) + ")";
+namespace {
+
+std::string how_it_ended(int status) {
+  if (WIFSIGNALED(status))
+    return std::string("died of ") + sigabbrev_np(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
-Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::string* reply, std::string* why) {
+}  // namespace
+
+std::string Worker::reap() {
+  int status = 0;
+  pid_t r;
+  do r = pid_ > 0 ? ::waitpid(pid_, &status, 0) : -1;
+  while (r < 0 && errno == EINTR);
+  if (r != pid_) return "lost";
+  pid_ = -1;
+  return how_it_ended(status);
+}
+
+// Waits up to `seconds` for the worker to exit by itself, then kills it: a worker that closed its pipe
+// and went on running must not hang the replay.
+std::string Worker::reap_within(double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (pid_ > 0 && std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return how_it_ended(status);
+    }
+    if (r < 0 && errno != EINTR) return reap();
+    ::usleep(10000);
+  }
+  if (pid_ <= 0) return "lost";
+  ::kill(pid_, SIGKILL);
+  reap();
+  return "closed its result pipe and did not exit; it was killed";
+}
+
+Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::string* reply, std::string* why,
+                            const volatile std::sig_atomic_t* stop) {
   const std::string line = request + "\n";
   if (::write(to_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     *why = reap();
@@ -75,6 +107,12 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
       buffer_.erase(0, nl + 1);
       return Outcome::Reply;
     }
+    if (stop && *stop) {
+      ::kill(pid_, SIGKILL);
+      reap();
+      *why = "interrupted";
+      return Outcome::Interrupted;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       ::kill(pid_, SIGKILL);
@@ -89,7 +127,7 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
     char buf[65536];
     ssize_t n = ::read(from_, buf, sizeof buf);
     if (n <= 0) {
-      *why = reap();
+      *why = reap_within(5);
       return Outcome::Died;
     }
     buffer_.append(buf, static_cast<size_t>(n));

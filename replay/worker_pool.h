@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -18,17 +19,21 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  enum class Outcome { Reply, Died, TimedOut };
+  enum class Outcome { Reply, Died, TimedOut, Interrupted };
   // Sends `request` (one line) and waits up to `timeout_s` for one line back. Lines starting with '@'
   // before it are the worker's notes of what it is doing ("@native", "@kernel"): the last one is kept
-  // (last_note). On Died, `why` says how (signal or exit status); the worker is then finished and a
-  // new one must be started.
-  Outcome ask(const std::string& request, double timeout_s, std::string* reply, std::string* why);
+  // (last_note). On Died, `why` says how (signal or exit status); a worker that closes its end of the
+  // pipe and lives on is given 5 s to exit, then killed. Interrupted: `*stop` became non-zero while
+  // waiting (checked at least once a second, and at once when a signal arrives); the worker is killed.
+  // After anything but Reply the worker is finished and a new one must be started.
+  Outcome ask(const std::string& request, double timeout_s, std::string* reply, std::string* why,
+              const volatile std::sig_atomic_t* stop = nullptr);
   // The last note of the current or last request, without its '@' ("" when none).
   const std::string& last_note() const { return note_; }
 
  private:
   std::string reap();
+  std::string reap_within(double seconds);
 
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;

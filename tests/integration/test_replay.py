@@ -1,6 +1,7 @@
 """bbreplay: the self-check, the sample backend, every way a kernel can go wrong, op selection, bad
 input, TorchBench logs and the report files. CPU only (the CUDA path runs in scripts/gpu-check)."""
 import json
+import os
 import re
 import unittest
 
@@ -105,6 +106,33 @@ class Replay(TempDirTest):
         # a busy machine may leave some ops untimed, but not the sample backend as a whole
         self.assertTrue(any(o["speedup_geomean"] is not None for o in ops.values()), r.stdout)
 
+    def test_an_interrupted_replay_writes_what_it_has_and_fails(self):
+        import signal
+        import subprocess
+        out = self.dir / "partial.json"
+        p = subprocess.Popen([str(BBREPLAY), str(self.trace), "--device", "cpu", "--check-only", "--json", str(out)],
+                             env=base_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        # (non-terminal stderr: a line each time the op changes; wait for a few cases to be done)
+        seen = 0
+        for line in p.stderr:
+            seen += line.startswith("bbreplay: [")
+            if seen == 5:
+                break
+        os.killpg(p.pid, signal.SIGINT)  # as Ctrl-C does: to the whole group, workers included
+        stdout, stderr = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 1, stdout + stderr)
+        data = json.loads(out.read_text())
+        done = len(data["cases"])
+        self.assertRegex(data["meta"]["interrupted"], rf"^stopped by INT after {done} of \d+ cases")
+        total = int(re.search(r"of (\d+) cases", data["meta"]["interrupted"]).group(1))
+        self.assertTrue(0 < done < total, data["meta"]["interrupted"])
+        self.assertIn("INTERRUPTED: stopped by INT", stdout)
+        # no case was charged for the interruption: the workers ignore SIGINT, bbreplay stops them
+        self.assertEqual({c["status"] for c in data["cases"]} - {"passed", "skipped"}, set(), stdout)
+        self.assertFalse(any(c["status"] == "crashed" for c in data["cases"]))
+        self.assertEqual(subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).stdout, b"")
+
     def test_each_kind_of_bad_kernel_is_reported_and_the_run_goes_on(self):
         data, r = self.report(self.behaviour_trace, "--backend", BEHAVIOURS, "--variants", "traced",
                               "--timeout", "20", expect_rc=1)
@@ -189,9 +217,14 @@ class Replay(TempDirTest):
         r = replay("--help")
         self.assertEqual(r.returncode, 0)
         for flag in ("--backend", "--policy", "--ops", "--device", "--seed", "--variants", "--check-only",
-                     "--perf-only", "--repetitions", "--budget", "--timeout", "--json", "--csv", "--markdown",
-                     "--list"):
+                     "--perf-only", "--repetitions", "--precision", "--budget", "--timeout", "--json", "--csv",
+                     "--markdown", "--list"):
             self.assertIn(flag, r.stdout)
+        # docs/replay.md's usage block names exactly the flags --help lists
+        usage = (ROOT / "docs" / "replay.md").read_text().split("```")[1]
+        documented = set(re.findall(r"--[a-z][a-z-]*", usage))
+        helped = set(re.findall(r"(?m)^\s+(--[a-z][a-z-]*)", r.stdout)) - {"--help"}
+        self.assertEqual(documented, helped)
 
 
 if __name__ == "__main__":

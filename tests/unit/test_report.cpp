@@ -31,6 +31,9 @@ Report sample_report() {
   r.meta = {"bbreplay 0.1.0", "bbtrace.yaml", "backends/cpu_reference", "cpu", "2.11.0+cu130", "2026-11-30T12:00:00Z",
             "host clock, 25 repetitions, 64 MiB cache flush between repetitions", 7};
   r.cases.push_back(passed("aten::relu", "float32[8,32]", 12, 10.0, 5.0));
+  r.cases.back().wall_s = 1.5;  // where the time went: phases, the worker's remainder, its start
+  r.cases.back().worker_s = 1.0;
+  r.cases.back().spent = {{"inputs", 0.25}, {"timed runs", 0.5}};
   r.cases.push_back(passed("aten::relu", "float32[4]", 3, 2.0, 4.0));
   CaseResult bad = passed("aten::add.Tensor", "float32[8,32], float32[32], alpha=1", 4, 3.0, 1.0);
   bad.status = Status::Failed;

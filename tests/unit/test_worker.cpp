@@ -1,5 +1,8 @@
 // bbreplay's worker protocol: the worker's notes of whose code runs ("@native", "@kernel") are kept
 // apart from its reply, so that a death is charged to the side that was running.
+#include <chrono>
+#include <csignal>
+
 #include "catch.h"
 #include "replay/worker_pool.h"
 
@@ -28,4 +31,22 @@ TEST_CASE("a worker that dies after a note is known to have died there") {
   REQUIRE(w.ask("0 traced", 20, &reply, &why) == Worker::Outcome::Died);
   CHECK(w.last_note() == "native");
   CHECK(why.find("SEGV") != std::string::npos);
+}
+
+TEST_CASE("a worker that closes its result pipe and lives on is killed, not waited for forever") {
+  Worker w = shell("read q; exec 1>&-; sleep 600");
+  std::string reply, why;
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(w.ask("0 traced", 60, &reply, &why) == Worker::Outcome::Died);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));  // 5 s grace, not the 600 s sleep
+  CHECK(why.find("killed") != std::string::npos);
+}
+
+TEST_CASE("a stop request ends the wait and the worker") {
+  Worker w = shell("read q; sleep 600");
+  std::string reply, why;
+  volatile std::sig_atomic_t stop = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(w.ask("0 traced", 60, &reply, &why, &stop) == Worker::Outcome::Interrupted);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
 }

@@ -1,0 +1,42 @@
+// Where a bbreplay worker's time goes, by phase: the report carries it per case and
+// scripts/replay_throughput.py sums it per trace. A Spent scope charges its wall time to its phase,
+// less the time of scopes opened inside it (each second is charged once, to the innermost phase); a
+// sealed scope keeps everything inside it, nested scopes included, for its own phase.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bb::replay {
+
+namespace phase {
+inline constexpr const char* kInputs = "inputs";            // building input sets and copies of them
+inline constexpr const char* kNative = "native runs";       // native's untimed calls
+inline constexpr const char* kKernel = "kernel runs";       // the kernel's untimed calls
+inline constexpr const char* kTimed = "timed runs";         // inside the clock (host) or CUPTI window (CUDA)
+inline constexpr const char* kEvict = "eviction and sync";  // cache eviction, synchronization, CUPTI flush
+inline constexpr const char* kCompare = "comparison";       // results against native's, tolerances
+inline constexpr const char* kReference = "float64 reference";  // float64 and lower-precision references
+inline constexpr const char* kIntegrity = "integrity";      // poisoning, input-mutation and output checks
+}  // namespace phase
+
+class Spent {
+ public:
+  explicit Spent(const char* phase, bool sealed = false);
+  ~Spent();
+  Spent(const Spent&) = delete;
+  Spent& operator=(const Spent&) = delete;
+
+  // Seconds charged to each phase on this thread since the last take(), in order of first charge;
+  // clears them.
+  static std::vector<std::pair<std::string, double>> take();
+
+ private:
+  const char* phase_ = nullptr;  // null: opened inside a sealed scope, charges nothing
+  bool sealed_ = false;
+  double start_ = 0, nested_ = 0;
+  Spent* outer_ = nullptr;
+};
+
+}  // namespace bb::replay

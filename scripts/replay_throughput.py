@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""bbreplay's throughput on real-model traces: how long a whole trace takes to check and time, and where
+the time goes.
+
+    scripts/replay_throughput.py [--models gpt2,llama,bert,resnet50] [--device cuda] [--build DIR]
+                                 [--out DIR] [--limit SECONDS] [-- BBREPLAY ARGS...]
+
+For each model, one training step is traced under the preload (built from its config or constructor, no
+weights: GPT-2 small at batch 8 x 512; a small Llama of 8 layers, hidden 1024, 16 heads / 4 KV heads,
+intermediate 2816, vocab 32000, batch 4 x 512; BERT-base at batch 16 x 256, masked LM; torchvision
+ResNet-50 at batch 32 x 224 x 224; bf16 autocast on CUDA, AdamW, seeded), then replayed native against
+native (`bbreplay TRACE --device DEVICE --json ...`: every case, variants included, checked and timed,
+unless BBREPLAY ARGS say otherwise). Printed per trace: cases, wall seconds, seconds per case, the
+seconds of each phase (the report's per-case `spent`, summed; docs/replay.md), traced cases against
+variants, and the self-check's outcome. `--limit` interrupts a replay after that many seconds (SIGINT:
+bbreplay writes the cases done so far) and the line says how many of how many cases ran and projects
+the whole trace's wall time from their pace. Traces and reports stay in --out.
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ["gpt2", "llama", "bert", "resnet50"]
+
+
+def build_model(name):
+    """The model, a function making one batch (inputs, labels) on `device`, and its description."""
+    import torch
+    if name == "resnet50":
+        import torchvision
+        model = torchvision.models.resnet50(weights=None)
+
+        def batch(device):
+            return (torch.randn(32, 3, 224, 224, device=device),), torch.randint(0, 1000, (32,), device=device)
+        return model, batch, "torchvision resnet50, batch 32 x 3 x 224 x 224"
+    import transformers as tr
+    if name == "gpt2":
+        model, (b, s), vocab = tr.GPT2LMHeadModel(tr.GPT2Config()), (8, 512), 50257
+        what = "GPT-2 small (12 layers, hidden 768), batch 8 x 512"
+    elif name == "llama":
+        cfg = tr.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                             num_key_value_heads=4, vocab_size=32000, max_position_embeddings=1024)
+        model, (b, s), vocab = tr.LlamaForCausalLM(cfg), (4, 512), 32000
+        what = "Llama (8 layers, hidden 1024, 16 heads / 4 KV heads, intermediate 2816, vocab 32000), batch 4 x 512"
+    elif name == "bert":
+        model, (b, s), vocab = tr.BertForMaskedLM(tr.BertConfig()), (16, 256), 30522
+        what = "BERT-base (12 layers, hidden 768), masked LM, batch 16 x 256"
+    else:
+        raise SystemExit(f"unknown model {name}; known: {', '.join(MODELS)}")
+
+    def batch(device):
+        ids = torch.randint(0, vocab, (b, s), device=device)
+        return (ids,), ids.clone()
+    return model, batch, what
+
+
+def train_step(name, device):
+    """One training step (forward, loss, backward, AdamW step, zero_grad), run under the preload."""
+    import torch
+    torch.manual_seed(0)
+    model, batch, what = build_model(name)
+    model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    inputs, labels = batch(device)
+    with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+        if name == "resnet50":
+            loss = torch.nn.functional.cross_entropy(model(*inputs), labels)
+        else:
+            loss = model(input_ids=inputs[0], labels=labels).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    print(f"{name}: {what}; loss {loss.item():.4f}")
+
+
+def trace(name, args, path):
+    env = dict(os.environ, LD_PRELOAD=str(args.build / "lib" / "libbbshim.so"), BB_TRACE=str(path),
+               BB_DEVICE_TIME="0")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, __file__, "--step", name, "--device", args.device], env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"tracing {name} failed:\n{r.stdout}\n{r.stderr}")
+    return time.monotonic() - t0, r.stdout.strip()
+
+
+def replay(path, report, args):
+    cmd = [str(args.build / "bin" / "bbreplay"), str(path), "--device", args.device, "--json", str(report),
+           *args.bbreplay_args]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=args.limit)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGINT)  # bbreplay writes the report of the cases done so far
+        out, err = p.communicate()
+    return time.monotonic() - t0, p.returncode, out, err
+
+
+def summarize(name, report, wall, rc, err):
+    data = json.loads(report.read_text())
+    cases = data["cases"]
+    spent = Counter()
+    for c in cases:
+        spent.update(c["spent"])
+    traced = [c for c in cases if c["variant"] == "traced"]
+    o = data["overall"]
+    lines = [f"{name}: {len(cases)} cases in {wall:.1f} s wall ({wall / max(len(cases), 1):.3f} s a case), "
+             f"bbreplay exit {rc}"]
+    interrupted = data["meta"].get("interrupted")
+    if interrupted:
+        total = int(interrupted.split(" of ")[1].split()[0])
+        lines.append(f"  INTERRUPTED at the limit: {interrupted}; at this pace the whole trace ({total} cases) "
+                     f"would take about {wall / max(len(cases), 1) * total:.0f} s")
+    lines.append(f"  traced cases {len(traced)}: {sum(c['wall_s'] for c in traced):.1f} s; variants "
+                 f"{len(cases) - len(traced)}: {sum(c['wall_s'] for c in cases if c['variant'] != 'traced'):.1f} s")
+    total = sum(spent.values())
+    for phase, s in spent.most_common():
+        lines.append(f"  {phase:28s} {s:8.1f} s  {100 * s / max(total, 1e-9):5.1f}%")
+    samples = sorted(c["native"]["samples"] for c in traced if c.get("native"))
+    if samples:
+        lines.append(f"  timed pairs per traced case: median {samples[len(samples) // 2]}, "
+                     f"min {samples[0]}, max {samples[-1]}")
+    lines.append(f"  self-check: {o['passed']} passed, {o['failed']} failed, {o['crashed']} crashed or timed out, "
+                 f"{o['skipped']} skipped, {o['flagged']} flagged, {o['invalid']} invalid")
+    bad = [c for c in cases if c["status"] in ("failed", "crashed", "timeout", "invalid") or c["flags"]]
+    for c in bad[:10]:
+        lines.append(f"    {c['status']}: {c['op']} ({c['signature']}) {c['variant']}: {c['message'][:200]}")
+    if err.strip() and rc not in (0, 1):
+        lines.append("  stderr: " + err.strip()[-500:])
+    return "\n".join(lines)
+
+
+def main():
+    if "--step" in sys.argv:  # the traced child
+        p = argparse.ArgumentParser()
+        p.add_argument("--step")
+        p.add_argument("--device")
+        a = p.parse_args()
+        train_step(a.step, a.device)
+        return 0
+    argv = sys.argv[1:]
+    extra = []
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--build", type=Path, default=Path(os.environ.get("BB_BUILD_DIR", ROOT / "build")))
+    p.add_argument("--out", type=Path, default=Path("replay-throughput"))
+    p.add_argument("--limit", type=float, default=None, help="interrupt each replay after this many seconds")
+    args = p.parse_args(argv)
+    args.bbreplay_args = extra
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.models.split(","):
+        path = args.out / f"{name}.yaml"
+        seconds, said = trace(name, args, path)
+        print(f"{name}: traced in {seconds:.1f} s ({said})", flush=True)
+        report = args.out / f"{name}.json"
+        wall, rc, out, err = replay(path, report, args)
+        if not report.exists():
+            print(f"{name}: bbreplay exited {rc} without a report:\n{err[-2000:]}", flush=True)
+            continue
+        print(summarize(name, report, wall, rc, err), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

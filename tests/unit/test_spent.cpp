@@ -1,0 +1,70 @@
+// Where a replay worker's time goes: each second is charged once, to the innermost open phase, and a
+// sealed phase keeps what runs inside it.
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "catch.h"
+#include "replay/spent.h"
+
+using bb::replay::Spent;
+
+namespace {
+
+void busy(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::map<std::string, double> taken() {
+  std::map<std::string, double> out;
+  for (const auto& [phase, s] : Spent::take()) out[phase] += s;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("nested phases are charged to the innermost, not twice") {
+  Spent::take();
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Spent outer("compare");
+    busy(20);
+    {
+      Spent inner("native runs");
+      busy(40);
+    }
+  }
+  const double total = seconds_since(t0);
+  const auto t = taken();
+  REQUIRE(t.size() == 2);
+  CHECK(t.at("native runs") >= 0.04);
+  CHECK(t.at("compare") >= 0.02);
+  CHECK(t.at("compare") <= total - t.at("native runs"));  // the inner time is not the outer's too
+  CHECK(t.at("compare") + t.at("native runs") == Approx(total).margin(0.002));
+  CHECK(taken().empty());  // take() clears
+}
+
+TEST_CASE("a sealed phase keeps the time of phases opened inside it") {
+  Spent::take();
+  {
+    Spent reference("float64 reference", true);
+    busy(10);
+    {
+      Spent inner("native runs");
+      busy(30);
+    }
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  {
+    Spent after("native runs");  // the seal ends with its scope
+    busy(10);
+  }
+  const double after = seconds_since(t1);
+  const auto t = taken();
+  REQUIRE(t.size() == 2);
+  CHECK(t.at("float64 reference") >= 0.04);  // its own 10 ms and the 30 ms inside it
+  CHECK(t.at("native runs") >= 0.01);
+  CHECK(t.at("native runs") <= after);  // only the scope after the seal
+}
