@@ -4,12 +4,14 @@
 // Exit codes: 0 every checked case passed, 1 some case failed, crashed or timed out, 2 usage or input
 // error (file:line:column for a bad trace or policy).
 #include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <CLI/CLI.hpp>
 #include <dlfcn.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -18,7 +20,10 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "backends/loader.h"
 #include "replay/case_json.h"
@@ -41,8 +46,9 @@ struct Options {
   std::string trace, backend, policy, ops, device, variants, json, csv, markdown;
   uint64_t seed = 0;
   bool check_only = false, perf_only = false, list = false, worker = false, strict_strides = false;
-  int repetitions = 25;
+  int repetitions = 25, jobs = 1;
   double precision = 0.01;
+  std::string gpus;
   double budget = 2.0, timeout = 300;
 };
 
@@ -261,52 +267,90 @@ void stop_on_signals() {
   ::sigaction(SIGTERM, &a, nullptr);
 }
 
-Report run_all(const Options& o, const Setup& s, const std::vector<std::string>& worker_argv) {
+// One worker's environment: what it adds to or changes in bbreplay's own (CUDA_VISIBLE_DEVICES for a
+// worker pinned to one GPU).
+using WorkerEnv = std::vector<std::pair<std::string, std::string>>;
+
+// One case, asked of `worker` (started when there is none); nullopt when interrupted.
+std::optional<CaseResult> run_one(const Options& o, const Setup& s, size_t i, std::unique_ptr<Worker>& worker,
+                                  const std::vector<std::string>& worker_argv, const WorkerEnv& env) {
+  const auto& entry = s.trace.ops[s.cases[i].entry];
+  const std::string& variant = s.cases[i].variant;
+  if (s.has_backend && !s.kernel_for(entry.op)) {
+    const CaseResult problem = s.problem_for(entry.op);
+    return describe(entry, variant, problem.status, problem.message);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!worker) worker = std::make_unique<Worker>(worker_argv, env);
+  std::string reply, why;
+  CaseResult r;
+  switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why, &g_stop)) {
+    case Worker::Outcome::Reply: r = case_from_json_line(reply); break;
+    case Worker::Outcome::Died:
+      r = worker->last_note() == "native"
+              ? describe(entry, variant, Status::Invalid, "native crashed on this call (the worker " + why +
+                                                              "): a harness defect")
+              : describe(entry, variant, Status::Crashed, "the worker " + why);
+      worker.reset();
+      break;
+    case Worker::Outcome::TimedOut:
+      r = worker->last_note() == "native"
+              ? describe(entry, variant, Status::Invalid, "native hung on this call (" + why + "): a harness defect")
+              : describe(entry, variant, Status::Timeout, why);
+      worker.reset();
+      break;
+    case Worker::Outcome::Interrupted: worker.reset(); return std::nullopt;
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+// The cases, in order, spread over one worker per entry of `slots` (a thread each, taking the next
+// case as it finishes one); the report lists them in case order whichever worker ran them.
+Report run_all(const Options& o, const Setup& s, const std::vector<std::string>& worker_argv,
+               const std::vector<WorkerEnv>& slots) {
   Report report;
-  report.meta = {std::string("bbreplay ") + BB_VERSION, o.trace,
-                 s.has_backend ? s.backend.dir : "native (self-check: native against native)",
-                 s.run.device.str(), BB_TORCH_VERSION, trace::utc_now(), timing_method(s.run), o.seed};
-  report.meta.self_check = !s.has_backend;
+  ReportMeta& m = report.meta;
+  m.tool = std::string("bbreplay ") + BB_VERSION;
+  m.trace = o.trace;
+  m.backend = s.has_backend ? s.backend.dir : "native (self-check: native against native)";
+  m.device = s.run.device.str();
+  m.torch = BB_TORCH_VERSION;
+  m.date = trace::utc_now();
+  m.timing = timing_method(s.run);
+  m.seed = o.seed;
+  m.self_check = !s.has_backend;
+  if (slots.size() > 1) {
+    report.meta.timing += "; " + std::to_string(slots.size()) + " workers at once";
+    if (s.run.device.is_cuda()) report.meta.timing += ", one per GPU";
+  }
   if (s.run.time) {
     if (std::string busy = busy_machine(); !busy.empty()) {
       std::cerr << "bbreplay: warning: " << busy << "\n";
       report.meta.timing += "; WARNING: " + busy;
     }
   }
-  std::unique_ptr<Worker> worker;
+  std::vector<std::optional<CaseResult>> results(s.cases.size());
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex shown;
   Progress progress(s.cases.size());
-  for (size_t i = 0; i < s.cases.size() && !g_stop; ++i) {
-    const auto& entry = s.trace.ops[s.cases[i].entry];
-    const std::string& variant = s.cases[i].variant;
-    progress.at(i, entry.op);
-    if (s.has_backend && !s.kernel_for(entry.op)) {
-      report.cases.push_back(s.problem_for(entry.op));
-      report.cases.back() = describe(entry, variant, report.cases.back().status, report.cases.back().message);
-      continue;
+  auto serve = [&](const WorkerEnv& env) {
+    std::unique_ptr<Worker> worker;
+    for (size_t i; !g_stop && (i = next++) < s.cases.size();) {
+      {
+        std::lock_guard<std::mutex> lock(shown);
+        progress.at(done, s.trace.ops[s.cases[i].entry].op);
+      }
+      results[i] = run_one(o, s, i, worker, worker_argv, env);
+      ++done;
     }
-    const auto start = std::chrono::steady_clock::now();
-    if (!worker) worker = std::make_unique<Worker>(worker_argv);
-    std::string reply, why;
-    switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why, &g_stop)) {
-      case Worker::Outcome::Reply: report.cases.push_back(case_from_json_line(reply)); break;
-      case Worker::Outcome::Died:
-        report.cases.push_back(worker->last_note() == "native"
-                                   ? describe(entry, variant, Status::Invalid, "native crashed on this call (the worker " +
-                                                                                   why + "): a harness defect")
-                                   : describe(entry, variant, Status::Crashed, "the worker " + why));
-        worker.reset();
-        break;
-      case Worker::Outcome::TimedOut:
-        report.cases.push_back(worker->last_note() == "native"
-                                   ? describe(entry, variant, Status::Invalid, "native hung on this call (" + why +
-                                                                                   "): a harness defect")
-                                   : describe(entry, variant, Status::Timeout, why));
-        worker.reset();
-        break;
-      case Worker::Outcome::Interrupted: worker.reset(); continue;  // (the loop ends: g_stop is set)
-    }
-    report.cases.back().wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
+  };
+  std::vector<std::thread> threads;
+  for (size_t k = 1; k < slots.size(); ++k) threads.emplace_back(serve, std::cref(slots[k]));
+  serve(slots.front());
+  for (auto& t : threads) t.join();
+  for (auto& r : results)
+    if (r) report.cases.push_back(std::move(*r));
   if (g_stop) {
     std::ostringstream why;
     why << "stopped by " << sigabbrev_np(g_stop) << " after " << report.cases.size() << " of " << s.cases.size()
@@ -315,6 +359,52 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
     std::cerr << "\nbbreplay: " << why.str() << "\n";
   }
   return report;
+}
+
+// Each worker's environment: one per GPU of --gpus (CUDA_VISIBLE_DEVICES naming it, mapped through
+// bbreplay's own CUDA_VISIBLE_DEVICES when that is set), --jobs copies of bbreplay's own otherwise.
+std::vector<WorkerEnv> worker_slots(const Options& o, const Setup& s) {
+  if (o.jobs > 1 && s.run.time && !s.run.device.is_cuda())
+    throw Usage("--jobs above 1 on the CPU needs --check-only: workers timed side by side on shared cores "
+                "would measure each other");
+  if (o.gpus.empty()) {
+    // Workers sharing the cores share them out: each with its part of the intra-op threads (unless
+    // OMP_NUM_THREADS says otherwise), or they spin waiting for each other (2 workers of 2 threads each
+    // on 2 cores: 10x slower than one worker).
+    WorkerEnv env;
+    const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+    if (o.jobs > 1 && !std::getenv("OMP_NUM_THREADS"))
+      env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1L, cores / o.jobs)));
+    return std::vector<WorkerEnv>(static_cast<size_t>(std::max(o.jobs, 1)), env);
+  }
+  if (!s.run.device.is_cuda()) throw Usage("--gpus needs --device cuda");
+  if (o.jobs > 1) throw Usage("--gpus and --jobs exclude each other: --gpus starts one worker per GPU");
+  const int count = at::detail::getCUDAHooks().deviceCount();
+  std::vector<int> picked;
+  if (o.gpus == "all") {
+    for (int d = 0; d < count; ++d) picked.push_back(d);
+  } else {
+    std::stringstream ss(o.gpus);
+    for (std::string item; std::getline(ss, item, ',');) {
+      char* end = nullptr;
+      const long d = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end || d < 0 || d >= count)
+        throw Usage("--gpus: '" + item + "' is not a device index below " + std::to_string(count) +
+                    " (the GPUs torch sees)");
+      if (std::find(picked.begin(), picked.end(), d) != picked.end()) throw Usage("--gpus: device " + item + " twice");
+      picked.push_back(static_cast<int>(d));
+    }
+  }
+  if (picked.empty()) throw Usage("--gpus: torch sees no GPU");
+  std::vector<std::string> visible;  // what index d means to this process
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v && *v) {
+    std::stringstream ss(v);
+    for (std::string item; std::getline(ss, item, ',');) visible.push_back(item);
+  }
+  std::vector<WorkerEnv> slots;
+  for (int d : picked)
+    slots.push_back({{"CUDA_VISIBLE_DEVICES", d < static_cast<int>(visible.size()) ? visible[d] : std::to_string(d)}});
+  return slots;
 }
 
 void write_file(const std::string& path, const std::string& format, const Report& r) {
@@ -375,6 +465,12 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout, "seconds before a case is declared hung")
       ->capture_default_str()
       ->check(positive_seconds);
+  app.add_option("--gpus", o.gpus,
+                 "CUDA devices to spread the cases over, one worker pinned to each: all, or indices (0,2,3); "
+                 "default: one worker on the first");
+  app.add_option("--jobs", o.jobs, "worker processes at once on the CPU (with --check-only only)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("--json", o.json, "write the report as JSON");
   app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
   app.add_option("--markdown", o.markdown, "write the report as Markdown");
@@ -399,8 +495,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> worker_argv(argv, argv + argc);
     worker_argv[0] = exe_path();
     worker_argv.push_back("--worker");
+    const auto slots = worker_slots(o, s);
     stop_on_signals();
-    Report report = run_all(o, s, worker_argv);
+    Report report = run_all(o, s, worker_argv, slots);
     std::cout << make_writer("console")->render(report);
     write_file(o.json, "json", report);
     write_file(o.csv, "csv", report);

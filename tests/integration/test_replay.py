@@ -106,6 +106,17 @@ class Replay(TempDirTest):
         # a busy machine may leave some ops untimed, but not the sample backend as a whole
         self.assertTrue(any(o["speedup_geomean"] is not None for o in ops.values()), r.stdout)
 
+    def test_parallel_workers_give_the_report_one_worker_gives(self):
+        one, r1 = self.report(self.trace, "--check-only")
+        two, r2 = self.report(self.trace, "--check-only", "--jobs", "2")
+
+        def key(c):
+            return (c["op"], c["signature"], c["variant"], c["status"], c["flags"], c["message"],
+                    c["max_abs_error"], c["max_rel_error"])
+        self.assertGreater(len(one["cases"]), 500)
+        self.assertEqual([key(c) for c in one["cases"]], [key(c) for c in two["cases"]])  # same cases, same order
+        self.assertIn("2 workers at once", two["meta"]["timing"])
+
     def test_an_interrupted_replay_writes_what_it_has_and_fails(self):
         import signal
         import subprocess
