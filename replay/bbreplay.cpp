@@ -7,6 +7,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <CLI/CLI.hpp>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -169,12 +170,20 @@ CaseResult describe(const trace::TraceEntry& e, const std::string& variant, Stat
 
 int worker_main(const Options& o) {
   ::signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the whole process group: bbreplay stops its workers itself
-  const int proto = ::dup(STDOUT_FILENO);  // results go here; anything a kernel prints goes to stderr
+  // Results go to a copy of stdout on a high descriptor, each line after the token that the parent
+  // sent first (worker_pool.h); anything a kernel prints goes to stderr, anything it writes to the
+  // descriptors it finds is ignored by the parent.
+  std::string token;
+  if (!std::getline(std::cin, token) || token.empty()) return 2;
+  int proto = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 512);
+  if (proto < 0) proto = ::dup(STDOUT_FILENO);
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
-  report_phases_to(proto);  // a crash or hang is charged to native or to the kernel, whichever ran
+  report_phases_to(proto, note_prefix(token));  // a crash or hang is charged to native or to the kernel
+  const std::string ready = note_prefix(token) + "ready\n";
   Setup s = set_up(o, true);
   install_poisoning_allocator();
   s.run.policy = s.policy ? &*s.policy : nullptr;
+  if (::write(proto, ready.data(), ready.size()) != static_cast<ssize_t>(ready.size())) return 1;
   std::string line;
   while (std::getline(std::cin, line)) {  // "<entry index> <variant>"
     Case c;
@@ -192,7 +201,7 @@ int worker_main(const Options& o) {
     }
     result.worker_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.spent = Spent::take();
-    std::string out = case_to_json_line(result);
+    std::string out = reply_prefix(token) + case_to_json_line(result);
     if (::write(proto, out.data(), out.size()) != static_cast<ssize_t>(out.size())) return 1;
   }
   return 0;
@@ -285,7 +294,14 @@ std::optional<CaseResult> run_one(const Options& o, const Setup& s, size_t i, st
   std::string reply, why;
   CaseResult r;
   switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why, &g_stop)) {
-    case Worker::Outcome::Reply: r = case_from_json_line(reply); break;
+    case Worker::Outcome::Reply:
+      try {
+        r = case_from_json_line(reply);
+      } catch (const std::invalid_argument& e) {  // (a worker of this build always sends JSON)
+        r = describe(entry, variant, Status::Crashed, std::string("the worker's reply was not a result: ") + e.what());
+        worker.reset();
+      }
+      break;
     case Worker::Outcome::Died:
       r = worker->last_note() == "native"
               ? describe(entry, variant, Status::Invalid, "native crashed on this call (the worker " + why +
@@ -341,7 +357,14 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
         std::lock_guard<std::mutex> lock(shown);
         progress.at(done, s.trace.ops[s.cases[i].entry].op);
       }
-      results[i] = run_one(o, s, i, worker, worker_argv, env);
+      try {
+        results[i] = run_one(o, s, i, worker, worker_argv, env);
+      } catch (const std::exception& e) {  // (no worker could be started): said, and the run goes on
+        const auto& entry = s.trace.ops[s.cases[i].entry];
+        results[i] = describe(entry, s.cases[i].variant, Status::Skipped,
+                              std::string("bbreplay could not run this case: ") + e.what());
+        worker.reset();
+      }
       ++done;
     }
   };

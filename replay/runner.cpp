@@ -60,6 +60,7 @@ Values results(const c10::OperatorHandle& op, const Values& args, const torch::j
 }
 
 int g_phase_fd = -1;
+std::string g_phase_prefix;
 
 // The device type a tensor of the call was traced on when it is not `device`'s ("" when none is).
 std::string traced_elsewhere(const trace::TraceEntry& entry, c10::Device device) {
@@ -73,7 +74,7 @@ std::string traced_elsewhere(const trace::TraceEntry& entry, c10::Device device)
 // Says whose code runs next (report_phases_to); outside any timed region.
 void note_phase(const backends::LoadedKernel* kernel) {
   if (g_phase_fd < 0) return;
-  const std::string line = kernel ? "@kernel\n" : "@native\n";
+  const std::string line = g_phase_prefix + (kernel ? "kernel\n" : "native\n");
   if (::write(g_phase_fd, line.data(), line.size()) < 0) g_phase_fd = -1;  // (the parent is gone)
 }
 
@@ -789,7 +790,10 @@ std::string time_case(const BoundCall& bound, const std::string& variant, const 
 
 }  // namespace
 
-void report_phases_to(int fd) { g_phase_fd = fd; }
+void report_phases_to(int fd, const std::string& prefix) {
+  g_phase_fd = fd;
+  g_phase_prefix = prefix;
+}
 
 namespace {
 // How many repetitions time_both makes, as the report says it.

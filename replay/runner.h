@@ -30,10 +30,10 @@ struct RunOptions {
 CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,
                     const RunOptions& options);
 
-// Where run_case writes, before each call it makes, whose code is about to run: a line "@native" or
-// "@kernel" (the worker's result pipe), so that a crash or hang is charged to the side that had it. By
-// default (-1) nothing is written.
-void report_phases_to(int fd);
+// Where run_case writes, before each call it makes, whose code is about to run: a line `prefix` +
+// "native" or "kernel" (the worker's result pipe; worker_pool.h's note_prefix), so that a crash or
+// hang is charged to the side that had it. By default (-1) nothing is written.
+void report_phases_to(int fd, const std::string& prefix);
 
 // How times are taken on this device, for the report.
 std::string timing_method(const RunOptions& options);

@@ -10,11 +10,28 @@
 
 #include <cerrno>
 #include <chrono>
+#include <iomanip>
+#include <random>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
 
 namespace bb::replay {
+
+std::string reply_prefix(const std::string& token) { return token + " "; }
+std::string note_prefix(const std::string& token) { return "@" + token + " "; }
+
+namespace {
+
+std::string random_token() {
+  std::random_device random;
+  std::ostringstream s;
+  for (int i = 0; i < 4; ++i) s << std::hex << std::setw(8) << std::setfill('0') << random();
+  return s.str();
+}
+
+}  // namespace
 
 Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env) {
   ::signal(SIGPIPE, SIG_IGN);  // a dead worker must not take us down when we write to it
@@ -46,6 +63,11 @@ Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair
   to_ = in[1];
   from_ = out[0];
   if (rc != 0) throw std::runtime_error(std::string("cannot start a worker: ") + strerror(rc));
+  token_ = random_token();
+  const std::string first = token_ + "\n";
+  if (::write(to_, first.data(), first.size()) != static_cast<ssize_t>(first.size())) {
+    // (it died at once: the first ask finds out how)
+  }
 }
 
 Worker::~Worker() {
@@ -104,19 +126,27 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
     *why = reap();
     return Outcome::Died;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(timeout_s + (ready_ ? 0 : kStartupSeconds));
   note_.clear();
+  const std::string notes = note_prefix(token_), replies = reply_prefix(token_);
   for (;;) {
-    auto nl = buffer_.find('\n');
-    if (nl != std::string::npos && buffer_[0] == '@') {
-      note_ = buffer_.substr(1, nl - 1);
+    if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+      const std::string line = buffer_.substr(0, nl);
       buffer_.erase(0, nl + 1);
+      if (line.rfind(notes, 0) == 0) {
+        const std::string note = line.substr(notes.size());
+        if (note == "ready" && !ready_) {  // the request's own clock starts now
+          ready_ = true;
+          deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+        } else {
+          note_ = note;
+        }
+      } else if (line.rfind(replies, 0) == 0) {
+        *reply = line.substr(replies.size());
+        return Outcome::Reply;
+      }  // (anything else is not the worker's: ignored)
       continue;
-    }
-    if (nl != std::string::npos) {
-      *reply = buffer_.substr(0, nl);
-      buffer_.erase(0, nl + 1);
-      return Outcome::Reply;
     }
     if (stop && *stop) {
       ::kill(pid_, SIGKILL);

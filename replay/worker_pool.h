@@ -1,6 +1,11 @@
 // One worker process at a time, asked one question at a time, with a deadline: a kernel that
 // crashes, corrupts its device context or hangs takes down only its worker, and the caller goes on
 // with a fresh one.
+//
+// The protocol: the worker's first line on stdin is a token, random for each worker; every line it
+// sends back starts with it ("<token> <reply>", notes "@<token> <note>"). Anything else on the pipe
+// — what a kernel writes to file descriptors it finds — is ignored: a kernel can neither forge a
+// result nor charge its crash to native.
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +16,10 @@
 #include <vector>
 
 namespace bb::replay {
+
+// The worker side of the protocol.
+std::string reply_prefix(const std::string& token);  // "<token> "
+std::string note_prefix(const std::string& token);   // "@<token> "
 
 class Worker {
  public:
@@ -23,15 +32,17 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   enum class Outcome { Reply, Died, TimedOut, Interrupted };
-  // Sends `request` (one line) and waits up to `timeout_s` for one line back. Lines starting with '@'
-  // before it are the worker's notes of what it is doing ("@native", "@kernel"): the last one is kept
-  // (last_note). On Died, `why` says how (signal or exit status); a worker that closes its end of the
+  // Sends `request` (one line) and waits up to `timeout_s` for one line back. Notes before it say what
+  // the worker is doing ("native", "kernel"): the last one is kept (last_note). The note "ready" says
+  // that a new worker has set itself up: until then (up to kStartupSeconds more) the clock of the
+  // first request does not run, so that a slow start on a busy machine is no case's timeout. On Died, `why` says how (signal or exit status); a worker that closes its end of the
   // pipe and lives on is given 5 s to exit, then killed. Interrupted: `*stop` became non-zero while
   // waiting (checked at least once a second, and at once when a signal arrives); the worker is killed.
   // After anything but Reply the worker is finished and a new one must be started.
   Outcome ask(const std::string& request, double timeout_s, std::string* reply, std::string* why,
               const volatile std::sig_atomic_t* stop = nullptr);
-  // The last note of the current or last request, without its '@' ("" when none).
+  static constexpr double kStartupSeconds = 600;
+  // The last note of the current or last request ("" when none).
   const std::string& last_note() const { return note_; }
 
  private:
@@ -40,6 +51,8 @@ class Worker {
 
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
+  std::string token_;
+  bool ready_ = false;
   std::string buffer_;
   std::string note_;
 };

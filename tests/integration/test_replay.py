@@ -170,6 +170,16 @@ class Replay(TempDirTest):
         self.assertNotIn("aten::leaky_relu", {c["op"] for c in data["cases"]})
         self.assertIn("cases that did not pass", r.stdout)
 
+    def test_a_kernel_writing_to_the_result_pipe_forges_nothing(self):
+        # it writes a "passed" result and a note that native runs to every descriptor, then crashes
+        data, r = self.report(self.behaviour_trace, "--backend", ROOT / "tests" / "backends" / "protocol_forger",
+                              "--variants", "traced", "--check-only", expect_rc=1)
+        cases = [c for c in data["cases"] if c["op"] == "aten::relu"]
+        self.assertEqual(len(cases), 2, r.stdout)
+        for c in cases:
+            self.assertEqual(c["status"], "crashed", c)  # not passed, not invalid
+            self.assertIn("SEGV", c["message"])
+
     def test_ops_select_overloads_exactly(self):
         def listed(ops):
             r = replay(self.behaviour_trace, "--ops", ops, "--list", "--device", "cpu")

@@ -10,12 +10,13 @@ using bb::replay::Worker;
 
 namespace {
 
-Worker shell(const std::string& script) { return Worker({"/bin/sh", "-c", script}); }
+// A worker that reads the token first (as bbreplay --worker does) and has it in $t.
+Worker shell(const std::string& script) { return Worker({"/bin/sh", "-c", "read t; " + script}); }
 
 }  // namespace
 
 TEST_CASE("notes before a reply are not the reply; the last one is kept") {
-  Worker w = shell("read q; echo @native; echo @kernel; echo \"answer $q\"; read q; echo plain");
+  Worker w = shell("read q; echo \"@$t native\"; echo \"@$t kernel\"; echo \"$t answer $q\"; read q; echo \"$t plain\"");
   std::string reply, why;
   REQUIRE(w.ask("1 traced", 20, &reply, &why) == Worker::Outcome::Reply);
   CHECK(reply == "answer 1 traced");
@@ -26,7 +27,7 @@ TEST_CASE("notes before a reply are not the reply; the last one is kept") {
 }
 
 TEST_CASE("a worker that dies after a note is known to have died there") {
-  Worker w = shell("read q; echo @kernel; echo @native; kill -SEGV $$");
+  Worker w = shell("read q; echo \"@$t kernel\"; echo \"@$t native\"; kill -SEGV $$");
   std::string reply, why;
   REQUIRE(w.ask("0 traced", 20, &reply, &why) == Worker::Outcome::Died);
   CHECK(w.last_note() == "native");
@@ -49,4 +50,25 @@ TEST_CASE("a stop request ends the wait and the worker") {
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE(w.ask("0 traced", 60, &reply, &why, &stop) == Worker::Outcome::Interrupted);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+}
+
+TEST_CASE("lines without the worker's token are not the worker's: no forged result, no forged note") {
+  // what a kernel writing to the descriptors it finds could send: a note charging its crash to
+  // native, a result that says it passed
+  Worker w = shell("read q; echo \"@$t kernel\"; echo @native; echo '{\"status\": \"passed\"}'; "
+                   "echo \"@x$t native\"; kill -SEGV $$");
+  std::string reply, why;
+  REQUIRE(w.ask("0 traced", 20, &reply, &why) == Worker::Outcome::Died);
+  CHECK(w.last_note() == "kernel");
+  CHECK(reply.empty());
+}
+
+TEST_CASE("a request's clock starts when a new worker says it is ready, not when it was started") {
+  std::string reply, why;
+  Worker slow_start = shell("sleep 3; echo \"@$t ready\"; read q; echo \"$t done\"");
+  REQUIRE(slow_start.ask("0 traced", 1, &reply, &why) == Worker::Outcome::Reply);  // 3 s start, 1 s timeout
+  CHECK(reply == "done");
+  Worker slow_case = shell("echo \"@$t ready\"; read q; sleep 600");
+  CHECK(slow_case.ask("0 traced", 1, &reply, &why) == Worker::Outcome::TimedOut);
+  CHECK(slow_case.last_note().empty());  // ("ready" is not a note of the case)
 }
