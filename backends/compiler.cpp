@@ -81,11 +81,27 @@ std::string default_cache() {
   return "/tmp/bbshim-cache-" + std::to_string(::getuid());
 }
 
-void make_dirs(const std::string& path) {
+void make_dirs(const std::string& path, mode_t last_mode = 0755) {
   for (size_t pos = 1; pos != std::string::npos;) {
     pos = path.find('/', pos + 1);
-    ::mkdir(path.substr(0, pos).c_str(), 0755);
+    ::mkdir(path.substr(0, pos).c_str(), pos == std::string::npos ? last_mode : 0755);
   }
+}
+
+// Why code under `path` must not be loaded, or "": it must be a directory or file itself (not a
+// symbolic link), owned by this user, and writable by no one else — or anyone who can write there
+// could plant a library whose constructor runs in every program that loads this backend. Group or
+// world write permission on what is ours (a umask of 002) is taken away rather than refused.
+std::string not_ours(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return path + ": cannot be inspected";
+  if (S_ISLNK(st.st_mode)) return path + " is a symbolic link";
+  if (st.st_uid != ::getuid())
+    return path + " belongs to uid " + std::to_string(st.st_uid) + ", not to this user (" + std::to_string(::getuid()) +
+           ")";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && ::chmod(path.c_str(), st.st_mode & 07755 & ~(S_IWGRP | S_IWOTH)) != 0)
+    return path + " is writable by other users";
+  return "";
 }
 
 std::string canonical_dir(const std::string& dir) {
@@ -159,6 +175,20 @@ std::string compiler_identity(const std::string& compiler, const std::string& sc
   return text;
 }
 
+// Every file under `dir` (sub-folders included, shipped .so files and hidden files left out), as
+// relative path and content, in sorted order: a header's change rebuilds as a source's does.
+void add_folder(Hash& h, const std::string& dir, const std::string& relative = "") {
+  for (const auto& name : list_dir(dir)) {
+    const std::string path = dir + "/" + name, rel = relative + name;
+    if (is_dir(path)) {
+      add_folder(h, path, rel + "/");
+    } else if (is_file(path) && !ends_with(name, ".so")) {
+      h.add(rel);
+      h.add(read_text(path));
+    }
+  }
+}
+
 std::string cache_key(const KernelDir& d, const Toolchain& tc, const std::string& identity) {
   Hash h;
   h.add("bbshim-kernel-v1");
@@ -168,10 +198,8 @@ std::string cache_key(const KernelDir& d, const Toolchain& tc, const std::string
   CommandParts p = command_parts(uses_cuda(d), tc);
   for (const auto& part : p.head) h.add(part);
   for (const auto& part : p.libs) h.add(part);
-  for (const auto& s : d.sources) {
-    h.add(s);
-    h.add(read_text(d.path + "/" + s));
-  }
+  for (const auto& s : d.sources) h.add(s);  // (which files are compiled; their contents come next)
+  add_folder(h, d.path);
   return h.hex();
 }
 
@@ -259,13 +287,19 @@ std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolc
   std::vector<Command> commands;
   std::vector<size_t> which;
   std::vector<std::string> entry_dirs;
-  make_dirs(tc.cache_dir);
-  const std::string cxx_id = compiler_identity(tc.cxx, tc.cache_dir);
+  make_dirs(tc.cache_dir, 0700);
+  const std::string unsafe = not_ours(tc.cache_dir);
+  const std::string cxx_id = unsafe.empty() ? compiler_identity(tc.cxx, tc.cache_dir) : "";
   std::string nvcc_id;
   for (size_t i = 0; i < dirs.size(); ++i) {
     const KernelDir& d = dirs[i];
     if (d.sources.empty()) {
       built[i].so = d.prebuilt.front();
+      continue;
+    }
+    if (!unsafe.empty()) {
+      built[i].error = d.path + ": the kernel cache is not safe to build into or load from (" + unsafe +
+                       "): set BB_CACHE to a folder of your own";
       continue;
     }
     if (uses_cuda(d) && tc.nvcc.empty()) {
@@ -278,7 +312,10 @@ std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolc
     }
     const std::string entry = tc.cache_dir + "/" + cache_key(d, tc, uses_cuda(d) ? nvcc_id + cxx_id : cxx_id);
     if (is_file(entry + "/kernel.so")) {
-      built[i] = {entry + "/kernel.so", "", true};
+      std::string why = not_ours(entry);
+      if (why.empty()) why = not_ours(entry + "/kernel.so");
+      if (!why.empty()) built[i].error = d.path + ": cached kernel not loaded (" + why + ")";
+      else built[i] = {entry + "/kernel.so", "", true};
       continue;
     }
     if (is_file(entry + "/error.log")) {
@@ -287,7 +324,7 @@ std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolc
       continue;
     }
     const std::string tmp = entry + ".tmp." + std::to_string(::getpid());
-    make_dirs(tmp);
+    make_dirs(tmp, 0700);
     commands.push_back({compile_command(d, tc, tmp + "/kernel.so"), tmp + "/build.log"});
     which.push_back(i);
     entry_dirs.push_back(entry);

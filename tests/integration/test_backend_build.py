@@ -89,6 +89,55 @@ class BackendBuild(TempDirTest):
         self.assertEqual(changed.returncode, 0, changed.stdout + changed.stderr)
         self.assertEqual(len(entries(cache)), 2)  # a changed source is a new entry
 
+    def test_a_header_change_is_a_new_entry_not_a_stale_one(self):
+        # a compile error (cached like a library, and quick to make) that comes from a header
+        src = self.dir / "be" / "relu__default"
+        src.mkdir(parents=True)
+        (src / "relu.cpp").write_text('#include "detail/which.h"\n')
+        (src / "detail").mkdir()
+        env = build_env(BB_CACHE=self.dir / "cache")
+        for which in ("first", "second"):
+            (src / "detail" / "which.h").write_text(f"#error {which} version of the header\n")
+            r = run([BBBACKEND, "build", self.dir / "be"], env, timeout=BUILD_TIMEOUT)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn(f"{which} version of the header", r.stdout)
+        self.assertEqual(len(entries(self.dir / "cache")), 2)
+
+    def test_a_cache_others_can_write_is_made_private_before_use(self):
+        cache = self.dir / "cache"
+        shutil.copytree(self.shared / "cache", cache)
+        os.chmod(cache, 0o777)
+        src = self.dir / "be" / "relu__default"
+        src.mkdir(parents=True)
+        shutil.copy(RELU, src)
+        r = run([BBBACKEND, "build", self.dir / "be"], build_env(BB_CACHE=cache), timeout=BUILD_TIMEOUT)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(cache.stat().st_mode & 0o022, 0)  # ours: group and world write taken away
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to give files to another user")
+    def test_a_cache_or_entry_of_another_user_is_never_loaded(self):
+        src = self.dir / "be" / "relu__default"
+        src.mkdir(parents=True)
+        shutil.copy(RELU, src)
+        # a library planted under the right key by another user, in a cache folder of ours
+        cache = self.dir / "cache"
+        shutil.copytree(self.shared / "cache", cache)
+        (entry,) = entries(cache)
+        os.chown(entry, 65534, 65534)
+        r = run([BBBACKEND, "build", self.dir / "be"], build_env(BB_CACHE=cache), timeout=BUILD_TIMEOUT)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("cached kernel not loaded", r.stdout)
+        self.assertIn("belongs to uid 65534", r.stdout)
+        # the cache folder itself another user's (a /tmp/bbshim-cache-<uid> made by someone else)
+        foreign = self.dir / "foreign"
+        shutil.copytree(self.shared / "cache", foreign)
+        os.chown(foreign, 65534, 65534)
+        os.chmod(foreign, 0o777)
+        r = run([BBBACKEND, "build", self.dir / "be"], build_env(BB_CACHE=foreign), timeout=BUILD_TIMEOUT)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("not safe to build into or load from", r.stdout)
+        self.assertEqual(os.stat(foreign).st_mode & 0o777, 0o777)  # not ours to change
+
     def test_a_prebuilt_library_in_a_folder_is_loaded_as_is(self):
         prebuilt = self.dir / "prebuilt" / "relu__default"
         prebuilt.mkdir(parents=True)
