@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -276,6 +277,14 @@ void stop_on_signals() {
   ::sigaction(SIGTERM, &a, nullptr);
 }
 
+// The device time the program spent in a signature's calls, scaled to all of them where the trace
+// timed a sample; 0 without device time.
+double traced_device_us(const trace::TraceEntry& e) {
+  if (!e.device_time || e.device_time->calls == 0) return 0;
+  return static_cast<double>(e.device_time->total_ns) / 1000.0 * static_cast<double>(e.count) /
+         static_cast<double>(e.device_time->calls);
+}
+
 // One worker's environment: what it adds to or changes in bbreplay's own (CUDA_VISIBLE_DEVICES for a
 // worker pinned to one GPU).
 using WorkerEnv = std::vector<std::pair<std::string, std::string>>;
@@ -372,8 +381,32 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   for (size_t k = 1; k < slots.size(); ++k) threads.emplace_back(serve, std::cref(slots[k]));
   serve(slots.front());
   for (auto& t : threads) t.join();
-  for (auto& r : results)
-    if (r) report.cases.push_back(std::move(*r));
+  // What of the traced program this run judges (Report::coverage): each case carries its signature's
+  // traced device time; signatures without a traced case that ran are listed as not replayed.
+  std::vector<bool> has_traced_case(s.trace.ops.size(), false), has_case(s.trace.ops.size(), false);
+  for (size_t i = 0; i < s.cases.size(); ++i) {
+    const trace::TraceEntry& entry = s.trace.ops[s.cases[i].entry];
+    has_case[s.cases[i].entry] = true;
+    if (s.cases[i].variant == "traced" && results[i]) has_traced_case[s.cases[i].entry] = true;
+    if (!results[i]) continue;
+    results[i]->traced_device_us = traced_device_us(entry);
+    report.cases.push_back(std::move(*results[i]));
+  }
+  std::map<std::pair<std::string, std::string>, NotJudged> missed;
+  for (size_t e = 0; e < s.trace.ops.size(); ++e) {
+    if (has_traced_case[e]) continue;
+    const trace::TraceEntry& entry = s.trace.ops[e];
+    const std::string why = g_stop && has_case[e]                ? "not run (interrupted)"
+                            : has_case[e]                        ? "traced case not selected by --variants"
+                            : s.has_backend && o.ops.empty()     ? "no kernel in the backend"
+                                                                 : "not selected by --ops";
+    NotJudged& n = missed[{entry.op, why}];
+    n.op = entry.op;
+    n.reason = why;
+    n.calls += entry.count;
+    n.device_us += traced_device_us(entry);
+  }
+  for (auto& [key, n] : missed) report.meta.not_replayed.push_back(n);
   if (g_stop) {
     std::ostringstream why;
     why << "stopped by " << sigabbrev_np(g_stop) << " after " << report.cases.size() << " of " << s.cases.size()

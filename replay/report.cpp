@@ -111,6 +111,52 @@ Overall Report::overall() const {
   return all;
 }
 
+namespace {
+
+// A skip's reason, short: its message up to the first colon or parenthesis ("random op", "declined").
+std::string short_reason(const CaseResult& c) {
+  if (c.status == Status::Invalid) return "invalid (native rejects the call)";
+  std::string m = c.message.substr(0, c.message.find_first_of(":("));
+  while (!m.empty() && m.back() == ' ') m.pop_back();
+  return m.size() > 100 ? m.substr(0, 100) + "..." : m.empty() ? "skipped" : m;
+}
+
+}  // namespace
+
+Coverage Report::coverage() const {
+  Coverage cov;
+  std::map<std::pair<std::string, std::string>, NotJudged> missed;
+  auto miss = [&](const NotJudged& n) {
+    NotJudged& m = missed[{n.op, n.reason}];
+    m.op = n.op;
+    m.reason = n.reason;
+    m.calls += n.calls;
+    m.device_us += n.device_us;
+  };
+  for (const auto& c : cases) {
+    if (c.variant != "traced") continue;
+    cov.calls += c.calls;
+    cov.device_us += c.traced_device_us;
+    if (c.status == Status::Skipped || c.status == Status::Invalid) {
+      miss({c.op, short_reason(c), c.calls, c.traced_device_us});
+    } else {
+      cov.judged_calls += c.calls;
+      cov.judged_device_us += c.traced_device_us;
+    }
+  }
+  for (const auto& n : meta.not_replayed) {
+    cov.calls += n.calls;
+    cov.device_us += n.device_us;
+    miss(n);
+  }
+  for (auto& [key, n] : missed) cov.not_judged.push_back(n);
+  const bool by_time = cov.device_us > 0;
+  std::stable_sort(cov.not_judged.begin(), cov.not_judged.end(), [&](const NotJudged& a, const NotJudged& b) {
+    return by_time ? a.device_us > b.device_us : a.calls > b.calls;
+  });
+  return cov;
+}
+
 bool Report::all_passed() const {
   return meta.interrupted.empty() && std::none_of(cases.begin(), cases.end(), [&](const CaseResult& c) {
     return c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout ||

@@ -44,6 +44,9 @@ struct CaseResult {
   // one was started for it), the seconds its worker spent in it, and those by phase (replay/spent.h).
   double wall_s = 0, worker_s = 0;
   std::vector<std::pair<std::string, double>> spent;
+  // The device time the traced program spent in this signature's calls (the trace's, scaled to every
+  // call where timing was sampled); 0 where the trace has none.
+  double traced_device_us = 0;
 
   // native / generated median time: only for a passed, unflagged case timed both ways with stable times
   // (Report::speedup also withholds it when another case of the op was flagged).
@@ -59,6 +62,22 @@ struct OpSummary {
   std::vector<std::string> flags;          // distinct flags seen
 };
 
+// Calls of the traced program that no case judged, per op and reason.
+struct NotJudged {
+  std::string op;
+  std::string reason;      // "random op", "declined", "not selected by --ops", ...
+  uint64_t calls = 0;
+  double device_us = 0;    // traced device time of those calls (0 where the trace has none)
+};
+
+// How much of the traced program the report judged: a traced call is judged when its signature's
+// traced case reached a verdict (passed, failed, crashed, timed out).
+struct Coverage {
+  uint64_t calls = 0, judged_calls = 0;
+  double device_us = 0, judged_device_us = 0;  // 0: the trace has no device time
+  std::vector<NotJudged> not_judged;           // largest share first
+};
+
 struct ReportMeta {
   std::string tool;      // bbreplay <version>
   std::string trace;     // file replayed
@@ -72,6 +91,9 @@ struct ReportMeta {
   // Set when the run was stopped (SIGINT, SIGTERM) before every case ran: which signal, and how many
   // of how many cases the report holds. An interrupted run never passes.
   std::string interrupted;
+  // Signatures of the trace that no case of this run covers (not selected by --ops, or ops the backend
+  // has no kernel for), per op: part of what the report did not judge.
+  std::vector<NotJudged> not_replayed;
 };
 
 struct Overall {
@@ -92,6 +114,7 @@ struct Report {
   std::set<std::string> flagged_ops() const;
   static std::optional<double> speedup_of(const CaseResult& c, const std::set<std::string>& flagged_ops);
   Overall overall() const;
+  Coverage coverage() const;
   // Every case ran and every case that was checked passed (skips do not fail a run; invalid cases
   // fail the self-check only: with a backend they are not the kernel's doing).
   bool all_passed() const;

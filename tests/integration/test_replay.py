@@ -78,7 +78,19 @@ class Replay(TempDirTest):
         # every traced signature is in the report
         traced = sum(1 for c in data["cases"] if c["variant"] == "traced")
         import yaml
-        self.assertEqual(traced, len(yaml.safe_load(self.trace.read_text())["ops"]))
+        trace = yaml.safe_load(self.trace.read_text())
+        self.assertEqual(traced, len(trace["ops"]))
+        # coverage: every call of the trace is counted once, judged or not judged with a reason
+        cov = data["coverage"]
+        self.assertEqual(cov["calls"], sum(e["count"] for e in trace["ops"]))
+        self.assertEqual(cov["judged_calls"] + sum(n["calls"] for n in cov["not_judged"]), cov["calls"])
+        self.assertTrue(all(n["reason"].startswith("random op") for n in cov["not_judged"]), cov["not_judged"])
+        self.assertRegex(r.stdout, r"(?m)^judged \d+\.\d% of the traced calls")
+        # with --ops, the rest of the trace is not judged and says why
+        part, _ = self.report(self.trace, "--check-only", "--ops", "relu")
+        self.assertIn("not selected by --ops", {n["reason"] for n in part["coverage"]["not_judged"]})
+        self.assertEqual(part["coverage"]["calls"], cov["calls"])
+        self.assertLess(part["coverage"]["judged_calls"], cov["judged_calls"])
 
     def test_the_sample_backend_passes_and_is_timed(self):
         data, r = self.report(self.trace, "--backend", ROOT / "backends" / "cpu_reference", "--repetitions", "5")

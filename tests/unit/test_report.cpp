@@ -28,18 +28,30 @@ CaseResult passed(std::string op, std::string sig, uint64_t calls, double native
 
 Report sample_report() {
   Report r;
-  r.meta = {"bbreplay 0.1.0", "bbtrace.yaml", "backends/cpu_reference", "cpu", "2.11.0+cu130", "2026-11-30T12:00:00Z",
-            "host clock, 25 repetitions, 64 MiB cache flush between repetitions", 7};
+  r.meta.tool = "bbreplay 0.1.0";
+  r.meta.trace = "bbtrace.yaml";
+  r.meta.backend = "backends/cpu_reference";
+  r.meta.device = "cpu";
+  r.meta.torch = "2.11.0+cu130";
+  r.meta.date = "2026-11-30T12:00:00Z";
+  r.meta.timing = "host clock, 25 repetitions, 64 MiB cache flush between repetitions";
+  r.meta.seed = 7;
+  // a signature of the trace no case covers (its op not selected), with the traced device time of
+  // every signature: what coverage weighs
+  r.meta.not_replayed = {{"aten::mm", "not selected by --ops", 5, 400.0}};
   r.cases.push_back(passed("aten::relu", "float32[8,32]", 12, 10.0, 5.0));
   r.cases.back().wall_s = 1.5;  // where the time went: phases, the worker's remainder, its start
   r.cases.back().worker_s = 1.0;
   r.cases.back().spent = {{"inputs", 0.25}, {"timed runs", 0.5}};
+  r.cases.back().traced_device_us = 120.0;
   r.cases.push_back(passed("aten::relu", "float32[4]", 3, 2.0, 4.0));
+  r.cases.back().traced_device_us = 6.0;
   CaseResult bad = passed("aten::add.Tensor", "float32[8,32], float32[32], alpha=1", 4, 3.0, 1.0);
   bad.status = Status::Failed;
   bad.message = "output 0: float32[8,32]: 256 of 256 elements differ; first at flat index 0 (expected 1, got 42)";
   bad.max_abs_error = 41;
   bad.max_rel_error = 41;
+  bad.traced_device_us = 12.0;
   r.cases.push_back(bad);
   CaseResult flagged = passed("aten::gelu", "float32[8,64], approximate=\"none\"", 2, 8.0, 0.5);
   flagged.status = Status::Failed;
@@ -59,6 +71,8 @@ Report sample_report() {
   skip.variant = "traced";
   skip.status = Status::Skipped;
   skip.message = "the backend has no kernel for this op";
+  skip.calls = 2;
+  skip.traced_device_us = 62.0;
   r.cases.push_back(skip);
   return r;
 }
@@ -95,6 +109,22 @@ TEST_CASE("per-op and overall figures") {
   CHECK(o.perf_at[0].second == Approx(1.0 / 3));  // relu correct; add, gelu not; embedding not evaluated
   CHECK(o.perf_at[1].second == Approx(0.0));      // relu's speedup is 1.0, not above 1
   CHECK_FALSE(r.all_passed());
+}
+
+TEST_CASE("coverage: the share of the traced program's calls and device time that cases judged") {
+  const Coverage c = sample_report().coverage();
+  // traced cases: relu 12 + 3, add 4, gelu 2 (judged: passed or failed), embedding 2 (skipped); mm 5 not
+  // replayed. The empty-variant crash is not a traced call.
+  CHECK(c.calls == 12 + 3 + 4 + 2 + 2 + 5);
+  CHECK(c.judged_calls == 12 + 3 + 4 + 2);
+  CHECK(c.device_us == Approx(120 + 6 + 12 + 0 + 62 + 400));
+  CHECK(c.judged_device_us == Approx(120 + 6 + 12));
+  REQUIRE(c.not_judged.size() == 2);
+  CHECK(c.not_judged[0].op == "aten::mm");  // largest device time first
+  CHECK(c.not_judged[0].reason == "not selected by --ops");
+  CHECK(c.not_judged[1].op == "aten::embedding");
+  CHECK(c.not_judged[1].reason == "the backend has no kernel for this op");
+  CHECK(c.not_judged[1].calls == 2);
 }
 
 TEST_CASE("each writer's output matches its golden file") {
