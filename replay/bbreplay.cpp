@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -170,7 +171,8 @@ CaseResult describe(const trace::TraceEntry& e, const std::string& variant, Stat
 }
 
 int worker_main(const Options& o) {
-  ::signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the whole process group: bbreplay stops its workers itself
+  ::signal(SIGINT, SIG_IGN);  // bbreplay stops its workers itself
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a worker does not outlive a bbreplay that was killed
   // Results go to a copy of stdout on a high descriptor, each line after the token that the parent
   // sent first (worker_pool.h); anything a kernel prints goes to stderr, anything it writes to the
   // descriptors it finds is ignored by the parent.
@@ -420,9 +422,9 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
 // Each worker's environment: one per GPU of --gpus (CUDA_VISIBLE_DEVICES naming it, mapped through
 // bbreplay's own CUDA_VISIBLE_DEVICES when that is set), --jobs copies of bbreplay's own otherwise.
 std::vector<WorkerEnv> worker_slots(const Options& o, const Setup& s) {
-  if (o.jobs > 1 && s.run.time && !s.run.device.is_cuda())
-    throw Usage("--jobs above 1 on the CPU needs --check-only: workers timed side by side on shared cores "
-                "would measure each other");
+  if (o.jobs > 1 && s.run.time)
+    throw Usage("--jobs above 1 needs --check-only: workers timed side by side on shared cores or one GPU would "
+                "measure each other (--gpus spreads timed cases over GPUs, one worker each)");
   if (o.gpus.empty()) {
     // Workers sharing the cores share them out: each with its part of the intra-op threads (unless
     // OMP_NUM_THREADS says otherwise), or they spin waiting for each other (2 workers of 2 threads each
@@ -524,7 +526,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpus", o.gpus,
                  "CUDA devices to spread the cases over, one worker pinned to each: all, or indices (0,2,3); "
                  "default: one worker on the first");
-  app.add_option("--jobs", o.jobs, "worker processes at once on the CPU (with --check-only only)")
+  app.add_option("--jobs", o.jobs,
+                 "worker processes at once on one device, for --check-only (timed cases: --gpus, one worker per GPU)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--json", o.json, "write the report as JSON");

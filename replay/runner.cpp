@@ -175,10 +175,6 @@ bool uninitialized_output(const c10::OperatorHandle& op) {
 
 // ------------------------------------------------------------------ timing
 
-// Evicts the memory of every tensor in `values` from every cache level (x86 clflush), so that each
-// timed run reads its operands from memory, without making the code, the allocator and the page
-// tables cold as well: flushing the whole 260 MB last-level cache of the development host made an
-// empty relu cost 90 µs instead of 1 µs, which would have drowned every small kernel.
 // clflushopt, where the CPU has it (CPUID leaf 7, EBX bit 23), flushes the lines of one tensor without
 // ordering each flush after the previous one: 3-4x fewer cycles per line than clflush. Either is
 // ordered by the mfence that ends evict().
@@ -205,6 +201,10 @@ void flush_lines(const char* q, const char* end) {
 #endif
 }
 
+// Evicts the memory of every tensor in `values` from every cache level (x86 clflushopt or clflush), so that each
+// timed run reads its operands from memory, without making the code, the allocator and the page
+// tables cold as well: flushing the whole 260 MB last-level cache of the development host made an
+// empty relu cost 90 µs instead of 1 µs, which would have drowned every small kernel.
 void evict_tensor(const at::Tensor& t) {
   if (!t.defined() || !t.device().is_cpu() || !t.has_storage()) return;
   const auto* p = static_cast<const char*>(t.storage().data());
@@ -311,11 +311,6 @@ std::string unstable(const Timing& native, const Timing& generated) {
   return "";
 }
 
-// Native and the kernel under test, interleaved (alternating which goes first), with their operands
-// evicted from the caches. Every run pair gets an input set of its own (its own seed; each side runs
-// on its own copy of it), and the kernel's result is checked against native's on it (outside the
-// timed region), so a kernel cannot be right once and then cached or wrong in the loop: no inputs
-// repeat, so a cache keyed on addresses, shapes or values never hits.
 // Input values for a case. On CUDA drawn on the device by its own generator: a case makes up to 30
 // input sets, and drawn on the host (then copied) the optimizer's lists of every parameter of GPT-2
 // small took 8-40 s a case on the H200 (2026-12-01). On the CPU where drawing on the device fails.
@@ -338,8 +333,13 @@ struct Times {
   std::string not_timed;
 };
 
-Times time_both(const BoundCall& bound, const std::string& variant,
-                                    const backends::LoadedKernel* kernel, const RunOptions& o, const CaseResult& r) {
+// Native and the kernel under test, interleaved (alternating which goes first), with their operands
+// evicted from the caches. Every run pair gets an input set of its own (its own seed; each side runs
+// on its own copy of it), and the kernel's result is checked against native's on it (outside the
+// timed region), so a kernel cannot be right once and then cached or wrong in the loop: no inputs
+// repeat, so a cache keyed on addresses, shapes or values never hits.
+Times time_both(const BoundCall& bound, const std::string& variant, const backends::LoadedKernel* kernel,
+                const RunOptions& o, const CaseResult& r) {
   std::vector<double> native, generated, native_events, generated_events;
   int native_activities = 0, generated_activities = 0;  // CUDA: kernels, copies and sets seen, all runs
   Findings native_findings, generated_findings;

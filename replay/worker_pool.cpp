@@ -56,7 +56,13 @@ Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair
   std::vector<char*> envp;
   for (auto& v : vars) envp.push_back(v.data());
   envp.push_back(nullptr);
-  int rc = posix_spawn(&pid_, ptrs[0], &actions, nullptr, ptrs.data(), envp.data());
+  // A process group of its own: whatever a kernel forks is killed with its worker.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  int rc = posix_spawn(&pid_, ptrs[0], &actions, &attr, ptrs.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   ::close(in[0]);
   ::close(out[1]);
@@ -72,7 +78,7 @@ Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair
 
 Worker::~Worker() {
   if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
+    kill_all();
     reap();
   }
   if (to_ >= 0) ::close(to_);
@@ -89,7 +95,20 @@ std::string how_it_ended(int status) {
 
 }  // namespace
 
+// The worker and everything in its process group (what a kernel forked). Called while the worker is
+// not yet reaped, so that its group id cannot have been reused.
+void Worker::kill_all() {
+  if (pid_ > 0) ::kill(-pid_, SIGKILL);
+}
+
+bool Worker::ended() const {
+  siginfo_t info{};
+  return pid_ > 0 && ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == pid_;
+}
+
 std::string Worker::reap() {
+  kill_all();  // (children of an ended worker: nothing of it may outlive it)
   int status = 0;
   pid_t r;
   do r = pid_ > 0 ? ::waitpid(pid_, &status, 0) : -1;
@@ -104,17 +123,10 @@ std::string Worker::reap() {
 std::string Worker::reap_within(double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (pid_ > 0 && std::chrono::steady_clock::now() < until) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      pid_ = -1;
-      return how_it_ended(status);
-    }
-    if (r < 0 && errno != EINTR) return reap();
+    if (ended()) return reap();
     ::usleep(10000);
   }
   if (pid_ <= 0) return "lost";
-  ::kill(pid_, SIGKILL);
   reap();
   return "closed its result pipe and did not exit; it was killed";
 }
@@ -149,21 +161,23 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
       continue;
     }
     if (stop && *stop) {
-      ::kill(pid_, SIGKILL);
       reap();
       *why = "interrupted";
       return Outcome::Interrupted;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      ::kill(pid_, SIGKILL);
       reap();
       *why = "no result within " + std::to_string(static_cast<int>(timeout_s)) + " s; the worker was killed";
       return Outcome::TimedOut;
     }
     pollfd p{from_, POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 1000)));
+    int r = ::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 200)));
     if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && ended()) {  // nothing to read, and the worker is gone (what it forked may hold the pipe)
+      *why = reap();
+      return Outcome::Died;
+    }
     if (r <= 0) continue;
     char buf[65536];
     ssize_t n = ::read(from_, buf, sizeof buf);

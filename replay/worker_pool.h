@@ -1,6 +1,7 @@
 // One worker process at a time, asked one question at a time, with a deadline: a kernel that
 // crashes, corrupts its device context or hangs takes down only its worker, and the caller goes on
-// with a fresh one.
+// with a fresh one. Each worker leads a process group of its own, killed whole when the worker ends:
+// what a kernel forked neither outlives it nor, by holding the pipe open, hides its death.
 //
 // The protocol: the worker's first line on stdin is a token, random for each worker; every line it
 // sends back starts with it ("<token> <reply>", notes "@<token> <note>"). Anything else on the pipe
@@ -46,7 +47,9 @@ class Worker {
   const std::string& last_note() const { return note_; }
 
  private:
-  std::string reap();
+  void kill_all();
+  bool ended() const;  // the worker exited or was killed (not reaped yet)
+  std::string reap();  // kills its process group, waits for the worker, says how it ended
   std::string reap_within(double seconds);
 
   pid_t pid_ = -1;

@@ -2,6 +2,7 @@
 // apart from its reply, so that a death is charged to the side that was running.
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 
 #include "catch.h"
 #include "replay/worker_pool.h"
@@ -71,4 +72,16 @@ TEST_CASE("a request's clock starts when a new worker says it is ready, not when
   Worker slow_case = shell("echo \"@$t ready\"; read q; sleep 600");
   CHECK(slow_case.ask("0 traced", 1, &reply, &why) == Worker::Outcome::TimedOut);
   CHECK(slow_case.last_note().empty());  // ("ready" is not a note of the case)
+}
+
+TEST_CASE("a worker that forked and then crashed is known to have crashed, and its children die with it") {
+  // the child holds the result pipe open: no end of file tells that the worker is gone
+  Worker w = shell("read q; echo \"@$t kernel\"; sleep 6013 & kill -SEGV $$");
+  std::string reply, why;
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(w.ask("0 traced", 60, &reply, &why) == Worker::Outcome::Died);  // not a timeout
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  CHECK(why.find("SEGV") != std::string::npos);
+  CHECK(w.last_note() == "kernel");
+  CHECK(std::system("pgrep -f 'sleep 601[3]' > /dev/null") != 0);  // the forked child is gone
 }
