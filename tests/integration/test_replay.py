@@ -154,7 +154,9 @@ class Replay(TempDirTest):
         # no case was charged for the interruption: the workers ignore SIGINT, bbreplay stops them
         self.assertEqual({c["status"] for c in data["cases"]} - {"passed", "skipped"}, set(), stdout)
         self.assertFalse(any(c["status"] == "crashed" for c in data["cases"]))
-        self.assertEqual(subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).stdout, b"")
+        # and no worker of this run is left (workers lead process groups of their own)
+        left = subprocess.run(["pgrep", "-f", f"{self.trace} .*--worker"], capture_output=True, text=True)
+        self.assertEqual(left.stdout, "")
 
     def test_each_kind_of_bad_kernel_is_reported_and_the_run_goes_on(self):
         data, r = self.report(self.behaviour_trace, "--backend", BEHAVIOURS, "--variants", "traced",
