@@ -45,6 +45,7 @@ std::pair<at::Tensor, at::Tensor> flat_doubles(const at::Tensor& expected, const
 struct Measured {
   bool all_within = false;  // every element within tolerance (or equal, or NaN where expected has NaN)
   double max_abs = 0, max_rel = 0;  // over elements whose difference is finite
+  at::Tensor ok;                    // per element: within tolerance (for the report of a mismatch)
 };
 
 // One pass over flat float64 tensors on their device; one copy of three numbers back.
@@ -57,7 +58,7 @@ Measured measure(const at::Tensor& e, const at::Tensor& a, Tolerance tol) {
   const at::Tensor ok = (e == a) | (e.isnan() & a.isnan()) | (diff <= tol.atol + tol.rtol * e.abs());
   const at::Tensor three = at::stack({d.max(), rel.max(), ok.all().to(at::kDouble)}).cpu();
   const double* p = three.const_data_ptr<double>();
-  return {p[2] != 0, p[0], p[1]};
+  return {p[2] != 0, p[0], p[1], ok};
 }
 
 }  // namespace
@@ -96,9 +97,7 @@ std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Te
   Mismatch m = make("values", "");
   m.max_abs = found.max_abs;
   m.max_rel = found.max_rel;
-  const at::Tensor diff = (e - a).abs();
-  const at::Tensor ok = (e == a) | (e.isnan() & a.isnan()) | (diff <= tol.atol + tol.rtol * e.abs());
-  at::Tensor bad = (~ok).nonzero().cpu();
+  at::Tensor bad = (~found.ok).nonzero().cpu();
   m.first_index = bad[0][0].item<int64_t>();
   std::ostringstream s;
   s << shape_text(expected) << ": " << bad.size(0) << " of " << e.numel() << " elements differ; first at flat index "
