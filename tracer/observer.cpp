@@ -1,6 +1,7 @@
 #include "tracer/observer.h"
 
 #include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <array>
 #include <atomic>
@@ -131,6 +132,27 @@ Slot* find_or_add(ThreadState& s, const OpInfo& op, c10::ArrayRef<const c10::IVa
   return s.table.insert(s.key, h, interned->sig, std::move(interned->ranges));
 }
 
+// Autocast takes this call: autocast is on for a device of the call's tensors and the op has an
+// autocast kernel there, which casts the arguments and calls the op again. That inner call is the one
+// that runs (and the one a routed kernel receives); the outer one is not traced, like a named range
+// (tracing both counted the call twice, or once more with dtypes that never reach a kernel).
+bool taken_by_autocast(const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
+  const c10::DispatchKeySet on = op.autocast_keys - c10::impl::tls_local_dispatch_key_set().excluded_;
+  if (on.empty()) return false;
+  c10::DispatchKeySet keys;
+  auto add = [&keys](const c10::IValue& v) {
+    if (v.isTensor()) keys = keys | v.toTensor().key_set();
+  };
+  for (const auto& v : inputs) {
+    if (v.isList()) {  // Tensor[] and Tensor?[]
+      for (const auto& e : v.toListRef()) add(e);
+    } else {
+      add(v);
+    }
+  }
+  return !(keys & on).empty();
+}
+
 void enter(ThreadState& s, const at::RecordFunction& fn) {
   if (s.depth == kMaxFrames) {
     ++s.overflow;
@@ -141,12 +163,13 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
   f = Frame{&fn, nullptr, s.cur_op, false, false};
   const OpInfo* op = lookup_op(s, fn);
   if (!op) return;
+  auto inputs = fn.inputs();
+  if (inputs.size() > op->nargs()) inputs = inputs.slice(inputs.size() - op->nargs());
+  if (C10_UNLIKELY(!op->autocast_keys.empty()) && taken_by_autocast(*op, inputs)) return;
+
   const bool nested = s.cur_op >= 0;
   if (nested) s.frames[s.cur_op].had_child = true;
   s.cur_op = index;
-
-  auto inputs = fn.inputs();
-  if (inputs.size() > op->nargs()) inputs = inputs.slice(inputs.size() - op->nargs());
   Slot* slot = find_or_add(s, *op, inputs);
   if (OpStartHook hook = g_start_hook.load(std::memory_order_relaxed))
     f.hooked = hook(slot ? slot->sig : devtime::kNoSignature);

@@ -1,5 +1,7 @@
 #include "tracer/trace_store.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -61,6 +63,9 @@ const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
   info->name = full;
   info->schema_name = fn.name();
   for (const auto& a : schema->arguments()) info->writes.push_back(a.alias_info() && a.alias_info()->isWrite());
+  if (auto handle = c10::Dispatcher::singleton().findOp(schema->operator_name()))
+    for (c10::DispatchKey k : c10::autocast_dispatch_keyset)
+      if (handle->hasKernelForDispatchKey(k)) info->autocast_keys = info->autocast_keys.add(k);
   info->schema = std::move(schema);
   return ops_.emplace(full, std::move(info)).first->second.get();
 }

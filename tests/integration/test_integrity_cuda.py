@@ -51,13 +51,19 @@ class IntegrityCuda(ReplayOfProgram):
             with self.subTest(backend=backend):
                 data, r = self.replay(*backend)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                # the loop below checks nothing on an empty report: some case must have passed
-                self.assertTrue(any(c["status"] == "passed" for c in data["cases"]), r.stdout)
+                # the loop below checks nothing on an empty report: some case must have passed and been timed
+                self.assertTrue(any(c["status"] == "passed" and c["native"] for c in data["cases"]), r.stdout)
                 for c in data["cases"]:
                     self.assertEqual(c["flags"], [], c)
-                    if c["status"] == "passed":
-                        self.assertIsNotNone(c["native"], c)  # timed on the device
-                        self.assertGreater(c["native"]["events_median_us"], 0, c)
+                    if c["status"] != "passed":
+                        continue
+                    if c["native"] is None:
+                        # Only calls that launched nothing when traced (views, empty) may go untimed, and
+                        # only because neither side launched device work in the replay either.
+                        self.assertIn("no device work", c["message"], c)
+                        self.assertEqual(c["traced_device_us"], 0.0, c)
+                        continue
+                    self.assertGreater(c["native"]["events_median_us"], 0, c)
 
 
 if __name__ == "__main__":

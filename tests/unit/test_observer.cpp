@@ -1,6 +1,7 @@
 // The live tracer inside this test process: every at:: call below goes through the callback.
 // Its own executable, because the callback stays registered for the rest of the process.
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <unistd.h>
 
@@ -74,6 +75,33 @@ TEST_CASE("nesting: a composite op has children, its decomposition is nested") {
   REQUIRE(addmm.size() == 1);
   CHECK(addmm[0].nested == 1);
   CHECK(addmm[0].top_level() == 0);
+}
+
+TEST_CASE("under autocast only the call with cast arguments is traced, once") {
+  store();
+  auto x = at::ones({6, 17}), w = at::ones({19, 17}), bias = at::ones({19});
+  {
+    // What torch.autocast("cpu", dtype=torch.bfloat16) sets; restored at the end of the scope.
+    const bool was = at::autocast::is_autocast_enabled(at::kCPU);
+    const auto dtype = at::autocast::get_autocast_dtype(at::kCPU);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    at::addmm(bias, x, w.t());
+    at::addmm(bias, x, w.t());
+    at::autocast::clear_cache();
+    at::autocast::set_autocast_dtype(at::kCPU, dtype);
+    at::autocast::set_autocast_enabled(at::kCPU, was);
+  }
+  auto found = entries("aten::addmm", {19});
+  REQUIRE(found.size() == 1);  // not the float32 call autocast turned into a bfloat16 one
+  CHECK(found[0].count == 2);
+  CHECK(found[0].nested == 0);  // the outer call is not an op frame: nothing is nested in it
+  for (const auto& a : found[0].args)
+    if (a.kind == bb::trace::ArgKind::Tensor) CHECK(a.tensors[0]->dtype == "bfloat16");
+  // Without autocast the same op is traced as called.
+  at::addmm(bias, x, w.t());
+  auto plain = entries("aten::addmm", {19});
+  REQUIRE(plain.size() == 2);
 }
 
 TEST_CASE("integer inputs carry their observed value range") {

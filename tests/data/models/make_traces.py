@@ -37,7 +37,10 @@ import sys
 VISION = ["resnet50", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny",
           "densenet121", "regnet_y_400mf", "swin_t", "vit"]
 TEXT = ["gpt2", "bert", "distilbert", "t5", "llama"]
-MODELS = VISION + TEXT
+# The same model trained under torch.autocast("cpu", dtype=torch.bfloat16) (forward and loss), as mixed
+# precision training runs: the tracer records the calls autocast makes with the cast arguments.
+AUTOCAST = ["gpt2_autocast"]
+MODELS = VISION + TEXT + AUTOCAST
 
 BATCH = 2
 IMAGE = 64
@@ -123,31 +126,38 @@ def text_model(name):
 
 
 def train_step(name, full=False):
+    import contextlib
+
     import torch
     torch.manual_seed(0)
+    autocast = name.endswith("_autocast")
+    name = name.removesuffix("_autocast")
+    precision = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
     if name in VISION:
         model, size = vision_model(name, full)
         model.train()
         x = torch.randn(BATCH, 3, size, size)
         y = torch.randint(0, NUM_CLASSES, (BATCH,))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        with precision:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
     else:
         model, kind = text_model(name)
         model.train()
         ids = torch.randint(1, VOCAB, (BATCH, SEQ))
         mask = torch.ones(BATCH, SEQ, dtype=torch.long)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        if kind == "seq2seq":
-            labels = torch.randint(1, VOCAB, (BATCH, SEQ))
-            out = model(input_ids=ids, attention_mask=mask, labels=labels)
-        else:
-            out = model(input_ids=ids, attention_mask=mask, labels=ids.clone())
+        with precision:
+            if kind == "seq2seq":
+                labels = torch.randint(1, VOCAB, (BATCH, SEQ))
+                out = model(input_ids=ids, attention_mask=mask, labels=labels)
+            else:
+                out = model(input_ids=ids, attention_mask=mask, labels=ids.clone())
         loss = out.loss
     loss.backward()
     opt.step()
     opt.zero_grad()
-    print(f"{name}: loss {loss.item():.4f}")
+    print(f"{name}{' (bf16 autocast)' if autocast else ''}: loss {loss.item():.4f}")
 
 
 def main(argv):
