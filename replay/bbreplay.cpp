@@ -287,6 +287,17 @@ double traced_device_us(const trace::TraceEntry& e) {
          static_cast<double>(e.device_time->calls);
 }
 
+// Native crashed, with no kernel of the backend running: a traced call is one the harness built
+// wrongly (its defect, never the kernel's); a variant's shapes or layout, made from the traced call,
+// are ones native's kernels do not take (cuDNN attention segfaults on a noncontiguous query), so the
+// variant does not apply, as where native rejects it (runner.cpp).
+CaseResult native_crashed(const trace::TraceEntry& entry, const std::string& variant, const std::string& what) {
+  if (variant != "traced")
+    return describe(entry, variant, Status::Skipped,
+                    "variant " + variant + " does not apply to this call (native " + what + ")");
+  return describe(entry, variant, Status::Invalid, "native " + what + ": a harness defect");
+}
+
 // One worker's environment: what it adds to or changes in bbreplay's own (CUDA_VISIBLE_DEVICES for a
 // worker pinned to one GPU).
 using WorkerEnv = std::vector<std::pair<std::string, std::string>>;
@@ -315,12 +326,12 @@ std::optional<CaseResult> run_one(const Options& o, const Setup& s, size_t i, st
       break;
     case Worker::Outcome::Died:
       r = worker->last_note() == "native"
-              ? describe(entry, variant, Status::Invalid, "native crashed on this call (the worker " + why +
-                                                              "): a harness defect")
+              ? native_crashed(entry, variant, "crashed on this call (the worker " + why + ")")
               : describe(entry, variant, Status::Crashed, "the worker " + why);
       worker.reset();
       break;
     case Worker::Outcome::TimedOut:
+      // (not a variant's skip like a crash: native may only be slower than --timeout allows)
       r = worker->last_note() == "native"
               ? describe(entry, variant, Status::Invalid, "native hung on this call (" + why + "): a harness defect")
               : describe(entry, variant, Status::Timeout, why);

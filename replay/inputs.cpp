@@ -150,7 +150,9 @@ class Maker {
       return l;
     }
     switch (a.kind) {
-      case ArgKind::None: return c10::IValue();
+      // An undefined tensor where the schema says Tensor, not Tensor? (_cudnn_attention_backward's
+      // attn_bias and cum_seq_q/k): the op takes an undefined tensor there, never None.
+      case ArgKind::None: return tensor_param ? c10::IValue(at::Tensor()) : c10::IValue();
       case ArgKind::Tensor: return tensor(*a.tensors[0], param.name(), 0, i);
       case ArgKind::Int: return a.i;
       case ArgKind::Float: return a.f;

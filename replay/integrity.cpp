@@ -56,25 +56,56 @@ PoisonScope::~PoisonScope() {
   if (cpu_) g_poison.store(-1, std::memory_order_relaxed);
 }
 
-std::string unwritten_elements(const Values& a, const Values& b) {
-  auto ta = policy::tensors_of(a), tb = policy::tensors_of(b);
-  for (size_t k = 0; k < ta.size() && k < tb.size(); ++k) {
-    if (ta[k].sizes() != tb[k].sizes() || ta[k].scalar_type() != tb[k].scalar_type() || ta[k].numel() == 0) continue;
-    // Compare the bytes of each element: view as integers of the element's width.
-    at::Tensor x = ta[k].detach().cpu().contiguous(), y = tb[k].detach().cpu().contiguous();
-    const size_t width = x.element_size();
-    const auto* px = static_cast<const unsigned char*>(x.data_ptr());
-    const auto* py = static_cast<const unsigned char*>(y.data_ptr());
-    int64_t differ = 0, first = -1;
-    for (int64_t e = 0; e < x.numel(); ++e) {
-      if (std::memcmp(px + e * width, py + e * width, width) == 0) continue;
-      if (first < 0) first = e;
-      ++differ;
-    }
-    if (differ) {
+namespace {
+
+// The tensors of one result: itself, or each element of a list (undefined ones kept in place).
+std::vector<at::Tensor> parts(const c10::IValue& v) {
+  if (v.isTensor()) return {v.toTensor()};
+  std::vector<at::Tensor> out;
+  if (v.isList())
+    for (const auto& e : v.toListRef()) out.push_back(e.isTensor() ? e.toTensor() : at::Tensor());
+  return out;
+}
+
+// The elements whose bytes differ (each element's bytes compared as a whole), or undefined if none do.
+at::Tensor differing(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined() || a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type() ||
+      a.numel() == 0 || a.is_quantized())
+    return {};
+  auto bytes = [](const at::Tensor& t) {
+    return t.detach().cpu().contiguous().reshape({-1}).view(at::kByte).reshape({t.numel(), t.element_size()});
+  };
+  at::Tensor m = bytes(a).ne(bytes(b)).any(1).reshape(a.sizes());
+  return m.any().item<bool>() ? m : at::Tensor();
+}
+
+}  // namespace
+
+ElementMasks differing_elements(const Values& a, const Values& b) {
+  ElementMasks out(std::min(a.size(), b.size()));
+  for (size_t k = 0; k < out.size(); ++k) {
+    auto pa = parts(a[k]), pb = parts(b[k]);
+    for (size_t e = 0; e < pa.size() && e < pb.size(); ++e) out[k].push_back(differing(pa[e], pb[e]));
+  }
+  return out;
+}
+
+std::string unwritten_elements(const Values& a, const Values& b, const ElementMasks& native_unwritten) {
+  const ElementMasks masks = differing_elements(a, b);
+  for (size_t k = 0; k < masks.size(); ++k) {
+    for (size_t e = 0; e < masks[k].size(); ++e) {
+      at::Tensor m = masks[k][e];
+      if (!m.defined()) continue;
+      if (k < native_unwritten.size() && e < native_unwritten[k].size() && native_unwritten[k][e].defined())
+        m = m & ~native_unwritten[k][e];
+      const int64_t differ = m.sum().item<int64_t>();
+      if (!differ) continue;
+      const int64_t first = m.reshape({-1}).nonzero()[0][0].item<int64_t>();
       std::ostringstream s;
-      s << "result " << k << ": " << differ << " of " << x.numel() << " elements depend on what the memory held "
-        << "before the call (first at flat index " << first << "): the kernel did not write them";
+      s << "result " << k;
+      if (!a[k].isTensor()) s << "[" << e << "]";
+      s << ": " << differ << " of " << m.numel() << " elements depend on what the memory held before the call "
+        << "(first at flat index " << first << "): the kernel did not write them";
       return s.str();
     }
   }

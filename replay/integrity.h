@@ -43,9 +43,15 @@ class PoisonScope {
 // Bytes two runs use: 0xFF makes floats NaN and integers -1; 0x5A is an ordinary-looking value.
 inline constexpr uint8_t kPoisonA = 0xFF, kPoisonB = 0x5A;
 
+// Per result, per tensor in it (one, or each of a Tensor[] result), a boolean tensor of the elements
+// whose bytes differ between `a` and `b`; undefined where none differ or they cannot be compared.
+using ElementMasks = std::vector<std::vector<at::Tensor>>;
+ElementMasks differing_elements(const Values& a, const Values& b);
+
 // Elements of `a` and `b` (the same kernel on the same inputs, allocations poisoned differently)
-// whose bytes differ: memory the kernel did not write. "" when none; else a description.
-std::string unwritten_elements(const Values& a, const Values& b);
+// whose bytes differ: memory the kernel did not write, leaving out those `native_unwritten` marks
+// (elements native does not write either). "" when none; else a description.
+std::string unwritten_elements(const Values& a, const Values& b, const ElementMasks& native_unwritten = {});
 
 // Bitwise equality of every tensor in two result lists.
 bool bitwise_equal(const Values& a, const Values& b);

@@ -1,0 +1,64 @@
+// Rebuilding traced calls (replay/inputs): arguments bound to the schema and made into values.
+#include <ATen/ATen.h>
+
+#include "catch.h"
+#include "replay/inputs.h"
+#include "tracer/trace_yaml.h"
+
+namespace {
+
+bb::trace::TraceEntry entry_of(const std::string& ops_yaml) {
+  const std::string text = "version: 1\nmeta: {tool: test, torch: \"2.11.0\", created: \"2026-12-01T00:00:00Z\", "
+                           "updated: \"2026-12-01T00:00:00Z\", status: exited, pid: 1, hostname: h, argv: [], "
+                           "devices: [], calls: 1, untraced_calls: 0}\nops:\n" + ops_yaml;
+  auto trace = bb::trace::parse_trace(text, "test.yaml");
+  REQUIRE(trace.ops.size() == 1);
+  return trace.ops[0];
+}
+
+}  // namespace
+
+TEST_CASE("an undefined tensor for a Tensor parameter stays a tensor; for Tensor? it is None") {
+  // _cudnn_attention_backward takes attn_bias and cum_seq_q/k as Tensor, and is called with
+  // undefined tensors there (traced as kind none): None in their place is rejected by native.
+  std::string t = "{name: x, type: \"Tensor\", kind: tensor, dtype: float32, shape: [2, 3], stride: [3, 1], device: cpu}";
+  auto tensor_arg = [&](const std::string& name) {
+    std::string a = t;
+    return "      - " + a.replace(a.find("x"), 1, name) + "\n";
+  };
+  std::string yaml = "  - op: aten::_cudnn_attention_backward\n    count: 1\n    args:\n";
+  for (const char* n : {"grad_out", "query", "key", "value", "out", "logsumexp", "philox_seed", "philox_offset"})
+    yaml += tensor_arg(n);
+  yaml += "      - {name: attn_bias, type: \"Tensor\", kind: none}\n"
+          "      - {name: cum_seq_q, type: \"Tensor\", kind: none}\n"
+          "      - {name: cum_seq_k, type: \"Tensor\", kind: none}\n"
+          "      - {name: max_q, type: \"SymInt\", kind: int, value: 3}\n"
+          "      - {name: max_k, type: \"SymInt\", kind: int, value: 3}\n"
+          "      - {name: dropout_p, type: \"float\", kind: float, value: 0.0}\n"
+          "      - {name: is_causal, type: \"bool\", kind: bool, value: true}\n"
+          "      - {name: scale, type: \"float?\", kind: none, kwarg_only: true}\n";
+  auto bound = bb::replay::bind_call(entry_of(yaml));
+  auto values = bb::replay::make_inputs(bound, {});
+  REQUIRE(values.size() == 16);
+  for (size_t i : {8, 9, 10}) {
+    INFO("argument " << i);
+    REQUIRE(values[i].isTensor());
+    CHECK_FALSE(values[i].toTensor().defined());
+  }
+  CHECK(values[15].isNone());  // float? scale
+  REQUIRE(values[0].isTensor());
+  CHECK(values[0].toTensor().sizes() == at::IntArrayRef({2, 3}));
+}
+
+TEST_CASE("the same options make the same values; another seed other values") {
+  auto bound = bb::replay::bind_call(entry_of(
+      "  - op: aten::relu\n    count: 1\n    args:\n"
+      "      - {name: self, type: \"Tensor\", kind: tensor, dtype: float32, shape: [64], stride: [1], device: cpu}\n"));
+  bb::replay::InputOptions o;
+  o.seed = 7;
+  auto a = bb::replay::make_inputs(bound, o), b = bb::replay::make_inputs(bound, o);
+  CHECK(at::equal(a[0].toTensor(), b[0].toTensor()));
+  o.seed = 8;
+  auto c = bb::replay::make_inputs(bound, o);
+  CHECK_FALSE(at::equal(a[0].toTensor(), c[0].toTensor()));
+}
