@@ -131,6 +131,10 @@ Setup set_up(const Options& o, bool worker) {
   if (s.has_backend) {
     std::string exe = exe_path();
     auto tc = backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, exe.substr(0, exe.rfind('/')) + "/../include", "");
+    // A policy reads like data, but its backend: key makes bbreplay compile and run that folder's code.
+    if (!quiet && o.backend.empty())
+      std::cerr << "bbreplay: the policy " << o.policy << " names the backend " << dir
+                << ": its code is compiled and run (--backend names a backend explicitly)\n";
     s.backend = backends::load_backend(dir, tc);
     if (!quiet)
       for (const auto& p : s.backend.problems) std::cerr << "bbreplay: backend " << p << "\n";

@@ -240,6 +240,7 @@ struct Route final : c10::OperatorKernel {
 std::mutex g_mu;
 std::vector<const Route*>* g_routes = new std::vector<const Route*>();  // owned by the dispatcher
 std::string g_backend_dir, g_policy_source;
+bool g_backend_named_by_policy = false;
 
 std::string impl_name(const std::string& op) {
   auto [name, overload] = backends::split_op(op);
@@ -249,7 +250,7 @@ std::string impl_name(const std::string& op) {
 
 }  // namespace
 
-int start_routing(backends::Backend backend, policy::Policy policy) {
+int start_routing(backends::Backend backend, policy::Policy policy, bool named_by_policy) {
   static std::atomic<bool> started{false};
   if (started.exchange(true)) return 0;
   auto* kept_policy = new policy::Policy(std::move(policy));  // lives as long as the routes
@@ -275,6 +276,7 @@ int start_routing(backends::Backend backend, policy::Policy policy) {
                 " is in the policy but the backend has no usable kernel for it");
   }
   g_backend_dir = backend.dir;
+  g_backend_named_by_policy = named_by_policy;
   g_policy_source = implied ? "" : kept_policy->source;
   if (routed) install_crash_guard();
   return routed;
@@ -285,6 +287,7 @@ std::string routing_summary() {
   if (g_routes->empty()) return "";
   std::ostringstream s;
   s << "routing summary: backend " << g_backend_dir
+    << (g_backend_named_by_policy ? " (named by the policy file: its code was compiled and ran in this program)" : "")
     << (g_policy_source.empty() ? "" : ", policy " + g_policy_source) << "\n";
   s << "  " << std::left << std::setw(36) << "op" << std::right << std::setw(7) << "mode" << std::setw(10)
     << "calls" << std::setw(10) << "routed" << std::setw(10) << "declined" << std::setw(8) << "unmet"

@@ -127,11 +127,16 @@ void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
     log::warn("BB_POLICY names no backend and BB_BACKEND is not set; routing is off");
     return;
   }
+  const bool named_by_policy = cfg.backend.empty();
+  // A policy reads like data, but its backend: key makes this process compile and run that folder's code.
+  if (named_by_policy)
+    log::warn("the policy " + pol.source + " names the backend " + dir +
+              ": its code is compiled and runs inside this program (BB_BACKEND names a backend explicitly)");
   auto tc = backends::make_toolchain(dir_of(boot.torch_lib), boot.torch_version,
                                      std::string(boot.lib_dir) + "/../include", "");
   backends::Backend backend = backends::load_backend(dir, tc);
   for (const auto& problem : backend.problems) log::warn("backend " + problem);
-  const int routed = start_routing(std::move(backend), std::move(pol));
+  const int routed = start_routing(std::move(backend), std::move(pol), named_by_policy);
   g_summary_path = new std::string(cfg.summary);
   log::info("routing " + std::to_string(routed) + " ops to the backend in " + dir);
 }

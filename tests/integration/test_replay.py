@@ -64,6 +64,17 @@ class Replay(TempDirTest):
     def cases(self, data, op):
         return [c for c in data["cases"] if c["op"] == op]
 
+    def test_a_backend_named_by_the_policy_is_said_loudly(self):
+        # A policy file reads like data; its backend: key makes bbreplay compile and run code.
+        policy = self.dir / "policy.yaml"
+        policy.write_text(f"version: 1\nbackend: {ROOT / 'backends' / 'cpu_reference'}\nops:\n  aten::relu: {{}}\n")
+        data, r = self.report(self.trace, "--policy", policy, "--ops", "relu", "--check-only")
+        self.assertIn(f"bbreplay: the policy {policy} names the backend", r.stderr)
+        self.assertTrue(any(c["status"] == "passed" for c in data["cases"]), r.stdout)
+        data, r = self.report(self.trace, "--policy", policy, "--backend", ROOT / "backends" / "cpu_reference",
+                              "--ops", "relu", "--check-only")
+        self.assertNotIn("names the backend", r.stderr)
+
     def test_native_against_native_passes_every_case_it_can_rebuild(self):
         data, r = self.report(self.trace, "--check-only")
         statuses = {c["status"] for c in data["cases"]}

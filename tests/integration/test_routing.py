@@ -168,6 +168,25 @@ class ConfigFile(TempDirTest):
         self.assertEqual((row["routed"], row["unmet"]), ("1", "1"))
         self.assertEqual(list(self.dir.glob("bbtrace*")), [])
 
+    def test_a_backend_named_by_the_policy_is_said_loudly(self):
+        # A policy file reads like data; its backend: key makes the program compile and run code.
+        policy = self.dir / "policy.yaml"
+        policy.write_text(f"version: 1\nbackend: {BEHAVIOURS}\nops:\n  aten::relu: {{}}\n")
+        summary = self.dir / "summary.txt"
+        r = run([PYTHON, "-c", "import torch\nprint(torch.relu(torch.ones(2)).tolist())"],
+                preload_env(BB_POLICY=policy, BB_TRACE="off", BB_SUMMARY=summary), cwd=self.dir, timeout=600)
+        self.assertEqual((r.returncode, r.stdout), (0, "[42.0, 42.0]\n"), r.stderr)
+        self.assertIn(f"the policy {policy} names the backend", r.stderr)
+        self.assertIn("its code is compiled and runs inside this program", r.stderr)
+        first = summary.read_text().splitlines()[0]
+        self.assertIn("(named by the policy file: its code was compiled and ran in this program)", first)
+        # Named explicitly, the same backend raises no such warning.
+        r = run([PYTHON, "-c", "import torch\nprint(torch.relu(torch.ones(2)).tolist())"],
+                preload_env(BB_POLICY=policy, BB_BACKEND=BEHAVIOURS, BB_TRACE="off", BB_SUMMARY=summary),
+                cwd=self.dir, timeout=600)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "[42.0, 42.0]\n", ""))
+        self.assertNotIn("named by the policy", summary.read_text())
+
     def test_an_inline_policy_error_points_into_the_config_file(self):
         cfg = self.dir / "bb.yaml"
         cfg.write_text(f"backend: {BEHAVIOURS}\npolicy:\n  version: 1\n  ops:\n    aten::relux: {{}}\n")
