@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -18,9 +19,13 @@ namespace bb::shim {
 namespace {
 
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// A crash: the trace is written (by the flusher thread: this one may hold any lock) before the
+// signal goes on to the program's handler or its default action, as crash_guard.cpp hands it on.
+constexpr int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kMaxSignal = 65;
 
 constexpr int kAckTimeoutMs = 3000;
+constexpr int kFirstWriteMs = 1000;
 
 int g_pipe[2] = {-1, -1};  // handler -> flusher: signal numbers
 int g_ack[2] = {-1, -1};   // flusher -> handler: "written"
@@ -39,6 +44,11 @@ const char* signal_name(int sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
     default: return "signal";
   }
 }
@@ -81,6 +91,20 @@ void on_signal(int sig, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
+// A fatal signal: the trace written once (a program's own SIGSEGV handler may see many), then the
+// signal handed back. Skipped on the flusher thread itself, which would wait for itself.
+std::atomic<bool> g_crash_written{false};
+void on_fatal_signal(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  if (g_running.load() && !pthread_equal(pthread_self(), g_thread) && !g_crash_written.exchange(true))
+    write_and_wait(sig);
+  ::sigaction(sig, &g_previous[sig], nullptr);
+  errno = saved_errno;
+  if (!call_previous_handler(g_previous[sig], sig, info, context) && (sig == SIGABRT || info->si_code <= 0))
+    ::raise(sig);  // sent, not a fault: returning would not repeat it
+  // A fault (SEGV, BUS, FPE, ILL) repeats when the handler returns, now with the previous action.
+}
+
 void handle_signal_request(int sig) {
   (*g_write)(std::string("signal ") + signal_name(sig), kills_by_default(g_previous[sig]));
   unsigned char byte = 1;
@@ -90,9 +114,12 @@ void handle_signal_request(int sig) {
 
 void* flusher_main(void*) {
   const int timeout_ms = g_interval > 0 ? static_cast<int>(g_interval * 1000) : -1;
+  // The first write comes soon: a program that ends by os._exit (no atexit) early still leaves one.
+  int wait_ms = timeout_ms > 0 ? std::min(timeout_ms, kFirstWriteMs) : timeout_ms;
   for (;;) {
     pollfd p{g_pipe[0], POLLIN, 0};
-    int r = ::poll(&p, 1, timeout_ms);
+    int r = ::poll(&p, 1, wait_ms);
+    wait_ms = timeout_ms;
     if (r < 0) {
       if (errno == EINTR) continue;
       return nullptr;
@@ -159,12 +186,18 @@ void install_signal_handlers() {
     if (!(g_previous[sig].sa_flags & SA_SIGINFO) && g_previous[sig].sa_handler == SIG_IGN) continue;
     if (install_handler(sig, &on_signal, SA_RESTART, nullptr)) g_installed[sig] = true;
   }
+  for (int sig : kFatal) {
+    if (::sigaction(sig, nullptr, &g_previous[sig]) != 0) continue;
+    if (!(g_previous[sig].sa_flags & SA_SIGINFO) && g_previous[sig].sa_handler == SIG_IGN) continue;
+    if (install_handler(sig, &on_fatal_signal, SA_ONSTACK, nullptr)) g_installed[sig] = true;
+  }
 }
 
 void restore_signal_handlers() {
-  for (int sig : kSignals) {
+  for (int sig : kSignals)
     if (g_installed[sig].exchange(false)) ::sigaction(sig, &g_previous[sig], nullptr);
-  }
+  for (int sig : kFatal)
+    if (g_installed[sig].exchange(false)) ::sigaction(sig, &g_previous[sig], nullptr);
 }
 
 }  // namespace bb::shim

@@ -19,6 +19,12 @@ bool start_flusher(WriteFn write, double interval_s);
 // of the same kind while the write is under way skips the wait.
 void install_signal_handlers();
 
+// SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT: the same bounded write, once, then the signal goes on to
+// the handler that was there before (Python's faulthandler) or its default action (the process dies
+// of it, with its core dump). The write may not finish if the crashed thread holds a lock it needs
+// (the allocator's): then the 3 s pass and the process dies as it would have.
+// The first periodic write comes after at most 1 s (os._exit skips every exit hook).
+
 // In a forked child: give the signals back to whatever handled them before.
 void restore_signal_handlers();
 

@@ -65,6 +65,36 @@ class Signals(TempDirTest):
         leftovers = [f.name for f in self.dir.iterdir() if f.name != "t.yaml"]
         self.assertTrue(all(n.startswith(".t.yaml.tmp.") for n in leftovers), leftovers)
 
+    def crash(self, code, **bb):
+        self.trace = self.dir / "t.yaml"
+        program = "import torch\nfor _ in range(3):\n    torch.mul(torch.ones(4), 2.0)\n" + code
+        return subprocess.run([PYTHON, "-c", program], env=preload_env(BB_TRACE=self.trace, **bb),
+                              capture_output=True, text=True, timeout=120)
+
+    def test_a_crash_writes_the_trace_then_dies_of_its_signal(self):
+        # No periodic writes: the crash alone writes, before the default action kills the process.
+        for code, sig in (("import ctypes\nctypes.string_at(0)", signal.SIGSEGV), ("import os\nos.abort()", signal.SIGABRT)):
+            with self.subTest(signal=sig.name):
+                r = self.crash(code, BB_FLUSH_SECONDS=0)
+                self.assertEqual(r.returncode, -sig, r.stderr)
+                t = load_trace(self.trace)
+                self.assertEqual(t["meta"]["status"], f"signal {sig.name}")
+                self.assertEqual(mul_calls(t), 3)
+
+    def test_a_crash_still_reaches_the_programs_own_handler(self):
+        r = self.crash("import ctypes, faulthandler\nfaulthandler.enable()\nctypes.string_at(0)", BB_FLUSH_SECONDS=0)
+        self.assertEqual(r.returncode, -signal.SIGSEGV)
+        self.assertIn("Fatal Python error: Segmentation fault", r.stderr)
+        self.assertEqual(load_trace(self.trace)["meta"]["status"], "signal SIGSEGV")
+
+    def test_os_exit_after_a_second_leaves_the_first_periodic_write(self):
+        # os._exit runs no exit hook; the first periodic write comes after 1 s, not the interval's 10.
+        r = self.crash("import os, time\ntime.sleep(1.5)\nos._exit(3)")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        t = load_trace(self.trace)
+        self.assertEqual(t["meta"]["status"], "running")
+        self.assertEqual(mul_calls(t), 3)
+
 
 if __name__ == "__main__":
     unittest.main()
