@@ -216,11 +216,16 @@ class LineParser {
     if (text.find_first_of("0123456789") == std::string::npos) fail("expected a number", start);
     const char* b = text.data() + (text[0] == '+');
     const char* e = text.data() + text.size();
+    // from_chars leaves the value untouched (0) when it is out of range: that must not read as 0.
     if (is_float) {
       v.kind = Py::Float;
-      if (std::from_chars(b, e, v.f).ptr != e) fail("bad number '" + text + "'", start);
-    } else if (std::from_chars(b, e, v.i).ptr != e) {
-      fail("bad integer '" + text + "'", start);
+      auto [end, ec] = std::from_chars(b, e, v.f);
+      if (end != e) fail("bad number '" + text + "'", start);
+      if (ec == std::errc::result_out_of_range) fail("number '" + text + "' is out of range", start);
+    } else {
+      auto [end, ec] = std::from_chars(b, e, v.i);
+      if (end != e) fail("bad integer '" + text + "'", start);
+      if (ec == std::errc::result_out_of_range) fail("integer '" + text + "' does not fit in 64 bits", start);
     }
     return v;
   }
@@ -267,7 +272,8 @@ class LineParser {
     Py shape = value();
     if (shape.kind != Py::List) fail("expected the shape as a list", static_cast<size_t>(shape.col - 1));
     for (const Py& s : shape.items) {
-      if (s.kind != Py::Int || s.i < 0) fail("expected a size", static_cast<size_t>(s.col - 1));
+      if (s.kind != Py::Int) fail("expected a size", static_cast<size_t>(s.col - 1));
+      if (s.i < 0) fail("expected a size >= 0, got " + std::to_string(s.i), static_cast<size_t>(s.col - 1));
       v.tensor.shape.push_back(s.i);
     }
     expect(',');
@@ -297,6 +303,9 @@ class LineParser {
         v.tensor.stride.clear();
         for (const Py& s : stride.items) {
           if (s.kind != Py::Int) fail("expected an integer stride", static_cast<size_t>(s.col - 1));
+          // PyTorch makes no tensor with a negative stride (empty_strided rejects one).
+          if (s.i < 0)
+            fail("expected a stride >= 0, got " + std::to_string(s.i), static_cast<size_t>(s.col - 1));
           v.tensor.stride.push_back(s.i);
         }
       }
@@ -552,6 +561,8 @@ trace::Trace parse_torchbench(const std::string& text, const std::string& source
     if (line.rfind("cnt: ", 0) != 0) throw FormatError(source, no, 1, "expected 'Operator: ...' or 'cnt: ...'");
     if (op.empty()) throw FormatError(source, no, 1, "'cnt:' before any 'Operator:' line");
     trace::TraceEntry e = parse_count_line(line, no, source, op);
+    if (e.count > UINT64_MAX - t.meta.calls)
+      throw FormatError(source, no, 6, "the counts add up to more than 64 bits hold");
     const std::string key = op + line.substr(line.find(','));
     auto [it, fresh] = index.emplace(key, t.ops.size());
     if (fresh) {

@@ -214,20 +214,29 @@ class Reader : public yaml::Reader {
     t.symbolic = optional<bool>(n, "symbolic", false, "true or false");
     t.layout = optional<std::string>(n, "layout", "strided", "a layout name");
     if (!t.symbolic) {
-      t.shape = list<int64_t>(require(n, "shape"), "integers");
-      if (t.layout == "strided") t.stride = list<int64_t>(require(n, "stride"), "integers");
+      t.shape = non_negative(n["shape"], list<int64_t>(require(n, "shape"), "integers"), "a size");
+      // PyTorch makes no tensor with a negative stride (empty_strided rejects one).
+      if (t.layout == "strided")
+        t.stride = non_negative(n["stride"], list<int64_t>(require(n, "stride"), "integers"), "a stride");
       if (t.stride.size() != t.shape.size() && t.layout == "strided")
         fail(n["stride"], "stride has " + std::to_string(t.stride.size()) + " entries, shape " +
                               std::to_string(t.shape.size()));
     }
     t.device = scalar<std::string>(require(n, "device"), "a device such as cpu or cuda:0");
     t.offset = optional<int64_t>(n, "offset", 0, "an integer");
+    if (t.offset < 0) fail(n["offset"], "expected an offset >= 0, got " + std::to_string(t.offset));
     if (YAML::Node r = n["range"]) {
       auto v = list<int64_t>(r, "integers");
       if (v.size() != 2 || v[0] > v[1]) fail(r, "expected range [min, max] with min <= max");
       t.range = std::make_pair(v[0], v[1]);
     }
     return t;
+  }
+
+  std::vector<int64_t> non_negative(const YAML::Node& list, std::vector<int64_t> v, const char* what) const {
+    for (size_t k = 0; k < v.size(); ++k)
+      if (v[k] < 0) fail(list[k], std::string("expected ") + what + " >= 0, got " + std::to_string(v[k]));
+    return v;
   }
 
   std::vector<std::optional<TensorMeta>> tensors(const YAML::Node& n, bool nullable) const {

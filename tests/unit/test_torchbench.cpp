@@ -93,6 +93,25 @@ TEST_CASE("malformed logs are reported with line and column") {
         "2:30: unexpected text after the arguments");
 }
 
+TEST_CASE("integers too large for 64 bits and negative sizes or strides are errors, never wrapped") {
+  const std::string op = "Operator: aten.relu.default\n";
+  CHECK(error_of(op + "cnt: 1, ((T([18446744073709551616], f32),), {})\n") ==
+        "2:14: integer '18446744073709551616' does not fit in 64 bits");
+  CHECK(error_of(op + "cnt: 18446744073709551616, ((), {})\n") ==
+        "2:6: integer '18446744073709551616' does not fit in 64 bits");
+  CHECK(error_of(op + "cnt: 1, ((T([2], f32, stride=(9223372036854775808,)),), {})\n") ==
+        "2:31: integer '9223372036854775808' does not fit in 64 bits");
+  CHECK(error_of(op + "cnt: 1, ((-9223372036854775809,), {})\n") ==
+        "2:11: integer '-9223372036854775809' does not fit in 64 bits");
+  CHECK(error_of(op + "cnt: 1, ((1e400,), {})\n") == "2:11: number '1e400' is out of range");
+  CHECK(error_of(op + "cnt: 9223372036854775807, ((), {})\ncnt: 9223372036854775807, ((1,), {})\n"
+                      "cnt: 2, ((2,), {})\n") == "4:6: the counts add up to more than 64 bits hold");
+  CHECK(error_of(op + "cnt: 1, ((T([2, -3], f32),), {})\n") == "2:17: expected a size >= 0, got -3");
+  CHECK(error_of(op + "cnt: 1, ((T([2, 3], f32, stride=(-3, 1)),), {})\n") == "2:34: expected a stride >= 0, got -3");
+  CHECK(parse_torchbench(op + "cnt: 9223372036854775807, ((-9223372036854775808,), {})\n", "tb.txt").ops[0].args[0].i ==
+        INT64_MIN);
+}
+
 TEST_CASE("a trace written as a log reads back with the same values") {
   auto original = bb::test::sample_trace();
   original.ops.erase(original.ops.begin() + 1);  // the every-kind entry holds kinds the format cannot say

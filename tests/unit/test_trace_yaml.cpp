@@ -96,6 +96,14 @@ TEST_CASE("semantic errors name the line, the column and what was expected") {
         "6:13: nested exceeds count");
 }
 
+TEST_CASE("negative sizes, strides and offsets are errors, as in the TorchBench reader") {
+  const std::string arg = std::string(kHeader) + "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, "
+                                                 "kind: tensor, dtype: float32, device: cpu, ";
+  CHECK(error_of(arg + "shape: [2, -3], stride: [3, 1]}\n") == "7:73: expected a size >= 0, got -3");
+  CHECK(error_of(arg + "shape: [2, 3], stride: [-3, 1]}\n") == "7:86: expected a stride >= 0, got -3");
+  CHECK(error_of(arg + "shape: [2], stride: [1], offset: -1}\n") == "7:95: expected an offset >= 0, got -1");
+}
+
 TEST_CASE("a missing file is an error that names it") {
   try {
     bb::trace::load_trace("/nonexistent/trace.yaml");
