@@ -41,7 +41,7 @@ const std::map<std::string, std::pair<ArgKind, std::string>>& torch_names() {
 std::string dtype_from_token(const std::string& tok) {
   for (const auto& [abbr, name] : kAbbrs)
     if (tok == abbr) return name;
-  if (tok.rfind("torch.", 0) == 0 && torch_names().count(tok) == 0) return tok.substr(6);
+  if (tok.rfind("torch.", 0) == 0 && trace::is_dtype_name(tok.substr(6))) return tok.substr(6);
   return "";
 }
 

@@ -7,7 +7,7 @@ namespace bb::names {
 namespace {
 
 using c10::ScalarType;
-constexpr std::array<std::pair<ScalarType, const char*>, 27> kDtypes{{
+constexpr std::array<std::pair<ScalarType, const char*>, 46> kDtypes{{
     {ScalarType::Byte, "uint8"},
     {ScalarType::Char, "int8"},
     {ScalarType::Short, "int16"},
@@ -35,6 +35,25 @@ constexpr std::array<std::pair<ScalarType, const char*>, 27> kDtypes{{
     {ScalarType::UInt64, "uint64"},
     {ScalarType::Float8_e8m0fnu, "float8_e8m0fnu"},
     {ScalarType::Float4_e2m1fn_x2, "float4_e2m1fn_x2"},
+    {ScalarType::UInt1, "uint1"},
+    {ScalarType::UInt2, "uint2"},
+    {ScalarType::UInt3, "uint3"},
+    {ScalarType::UInt4, "uint4"},
+    {ScalarType::UInt5, "uint5"},
+    {ScalarType::UInt6, "uint6"},
+    {ScalarType::UInt7, "uint7"},
+    {ScalarType::Int1, "int1"},
+    {ScalarType::Int2, "int2"},
+    {ScalarType::Int3, "int3"},
+    {ScalarType::Int4, "int4"},
+    {ScalarType::Int5, "int5"},
+    {ScalarType::Int6, "int6"},
+    {ScalarType::Int7, "int7"},
+    {ScalarType::Bits1x8, "bits1x8"},
+    {ScalarType::Bits2x4, "bits2x4"},
+    {ScalarType::Bits4x2, "bits4x2"},
+    {ScalarType::Bits8, "bits8"},
+    {ScalarType::Bits16, "bits16"},
 }};
 
 using c10::Layout;

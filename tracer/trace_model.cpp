@@ -98,6 +98,18 @@ std::string base_name(const std::string& op) {
   return dot == std::string::npos ? op : op.substr(0, dot);
 }
 
+bool is_dtype_name(const std::string& name) {
+  // Every dtype of torch 2.11; tracer/names.cpp writes the same names.
+  static constexpr std::array<const char*, 46> kNames{
+      "float32", "float64", "float16", "bfloat16", "complex32", "complex64", "complex128", "uint8", "int8",
+      "int16", "int32", "int64", "bool", "qint8", "quint8", "qint32", "quint4x2", "quint2x4", "float8_e5m2",
+      "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "uint16",
+      "uint32", "uint64", "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7", "int1", "int2", "int3",
+      "int4", "int5", "int6", "int7", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16",
+  };
+  return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
+}
+
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size());
   int64_t acc = 1;

@@ -154,6 +154,9 @@ struct Trace {
 // Python's name for an op without its overload: aten::add.Tensor -> aten::add.
 std::string base_name(const std::string& op);
 
+// True for torch's Python name of a dtype (float32, bfloat16, float8_e4m3fn, uint4, ...).
+bool is_dtype_name(const std::string& name);
+
 // Strides of a contiguous tensor of `shape` (size-0 dimensions count as 1, as torch does).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 

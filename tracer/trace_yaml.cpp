@@ -210,7 +210,7 @@ class Reader : public yaml::Reader {
   TensorMeta tensor(const YAML::Node& n) const {
     if (!n.IsMap()) fail(n, "expected a tensor (a map with dtype, shape, stride, device)");
     TensorMeta t;
-    t.dtype = scalar<std::string>(require(n, "dtype"), "a dtype name");
+    t.dtype = dtype(require(n, "dtype"));
     t.symbolic = optional<bool>(n, "symbolic", false, "true or false");
     t.layout = optional<std::string>(n, "layout", "strided", "a layout name");
     if (!t.symbolic) {
@@ -231,6 +231,12 @@ class Reader : public yaml::Reader {
       t.range = std::make_pair(v[0], v[1]);
     }
     return t;
+  }
+
+  std::string dtype(const YAML::Node& n) const {
+    std::string name = scalar<std::string>(n, "a dtype name");
+    if (!is_dtype_name(name)) fail(n, "unknown dtype '" + name + "'");
+    return name;
   }
 
   std::vector<int64_t> non_negative(const YAML::Node& list, std::vector<int64_t> v, const char* what) const {
@@ -274,6 +280,7 @@ class Reader : public yaml::Reader {
         break;
       case ArgKind::TensorList: a.tensors = tensors(v, false); break;
       case ArgKind::OptTensorList: a.tensors = tensors(v, true); break;
+      case ArgKind::ScalarType: a.text = dtype(v); break;
       default: a.text = scalar<std::string>(v, "a string"); break;
     }
   }

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -68,11 +69,14 @@ class Reader {
   }
 
   YAML::Node load(const std::string& text) const {
+    YAML::Node root;
     try {
-      return YAML::Load(text);
+      root = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
       throw trace::FormatError(source_, e.mark.line + 1, e.mark.column + 1, e.msg);
     }
+    no_duplicate_keys(root);
+    return root;
   }
 
   // The file named by source().
@@ -93,6 +97,20 @@ class Reader {
   }
 
  private:
+  // yaml-cpp keeps both entries of a repeated key and lookups find the first: the second would be
+  // silently ignored.
+  void no_duplicate_keys(const YAML::Node& n) const {
+    if (n.IsSequence())
+      for (const auto& x : n) no_duplicate_keys(x);
+    if (!n.IsMap()) return;
+    std::set<std::string> seen;
+    for (const auto& kv : n) {
+      if (kv.first.IsScalar() && !seen.insert(kv.first.Scalar()).second)
+        fail(kv.first, "duplicate key '" + kv.first.Scalar() + "'");
+      no_duplicate_keys(kv.second);
+    }
+  }
+
   std::string source_;
 };
 

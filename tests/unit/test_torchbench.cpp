@@ -89,6 +89,10 @@ TEST_CASE("malformed logs are reported with line and column") {
         "2:28: expected ',' or ')'");
   CHECK(error_of("Operator: aten.relu.default\ncnt: x, ((), {})\n") == "2:6: expected a number");
   CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((os.system,), {})\n") == "2:11: unknown name 'os.system'");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], torch.foo),), {})\n") ==
+        "2:18: unknown dtype 'torch.foo'");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f32),), {'dtype': torch.float99})\n") ==
+        "2:36: unknown name 'torch.float99'");
   CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f32),), {}) extra\n") ==
         "2:30: unexpected text after the arguments");
 }

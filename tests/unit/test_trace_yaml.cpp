@@ -96,6 +96,21 @@ TEST_CASE("semantic errors name the line, the column and what was expected") {
         "6:13: nested exceeds count");
 }
 
+TEST_CASE("a repeated key is an error, not a value silently ignored") {
+  CHECK(error_of(std::string(kHeader) + "  - op: aten::relu\n    count: 1\n    count: 5\n") ==
+        "6:5: duplicate key 'count'");
+  CHECK(error_of("version: 1\nmeta: {tool: a, tool: b}\nops: []\n") == "2:17: duplicate key 'tool'");
+  CHECK(error_of("version: 1\nops: []\nversion: 1\n") == "3:1: duplicate key 'version'");
+}
+
+TEST_CASE("an unknown dtype name is an error") {
+  const std::string arg = std::string(kHeader) + "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, ";
+  CHECK(error_of(arg + "kind: tensor, dtype: foo, shape: [2], stride: [1], device: cpu}\n") ==
+        "7:40: unknown dtype 'foo'");
+  CHECK(error_of(arg + "kind: dtype, value: float99}\n") == "7:39: unknown dtype 'float99'");
+  CHECK(parse_trace(arg + "kind: dtype, value: float8_e4m3fn}\n", "t.yaml").ops[0].args[0].text == "float8_e4m3fn");
+}
+
 TEST_CASE("negative sizes, strides and offsets are errors, as in the TorchBench reader") {
   const std::string arg = std::string(kHeader) + "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, "
                                                  "kind: tensor, dtype: float32, device: cpu, ";
