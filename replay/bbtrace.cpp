@@ -23,8 +23,8 @@ int convert(const std::string& in, const std::string& out, std::string to) {
     text = tb.text;
     if (tb.skipped)
       std::cerr << "bbtrace: " << tb.skipped
-                << " signatures left out: symbolic shapes, sparse tensors or values (generators, complex) "
-                   "the TorchBench format cannot express\n";
+                << " signatures left out: symbolic shapes, sparse tensors, storage offsets or values (generators, "
+                   "complex) the TorchBench format cannot express\n";
   } else {
     text = bb::trace::to_yaml(t);
   }

@@ -1,9 +1,11 @@
 #include "replay/torchbench.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -155,12 +157,35 @@ class LineParser {
     return v;
   }
 
+  // The escapes Python's repr writes (and py_str below): \\ \' \" \n \r \t \xhh.
   Py string() {
     Py v = make(Py::Str);
     const char quote = t_[p_++];
     while (p_ < t_.size() && t_[p_] != quote) {
-      if (t_[p_] == '\\' && p_ + 1 < t_.size()) ++p_;
-      v.s += t_[p_++];
+      if (t_[p_] != '\\' || p_ + 1 >= t_.size()) {
+        v.s += t_[p_++];
+        continue;
+      }
+      const size_t at = p_;
+      const char c = t_[p_ + 1];
+      p_ += 2;
+      if (c == '\\' || c == '\'' || c == '"') {
+        v.s += c;
+      } else if (c == 'n' || c == 'r' || c == 't') {
+        v.s += c == 'n' ? '\n' : c == 'r' ? '\r' : '\t';
+      } else if (c == 'x' && p_ + 2 <= t_.size() && std::isxdigit(static_cast<unsigned char>(t_[p_])) &&
+                 std::isxdigit(static_cast<unsigned char>(t_[p_ + 1]))) {
+        const unsigned code = std::stoul(t_.substr(p_, 2), nullptr, 16);  // a code point: UTF-8 above 0x7f
+        if (code < 0x80) {
+          v.s += static_cast<char>(code);
+        } else {
+          v.s += static_cast<char>(0xc0 | (code >> 6));
+          v.s += static_cast<char>(0x80 | (code & 0x3f));
+        }
+        p_ += 2;
+      } else {
+        fail(std::string("unsupported escape '\\") + c + "'", at);
+      }
     }
     if (p_ >= t_.size()) fail("unterminated string", static_cast<size_t>(v.col - 1));
     ++p_;
@@ -453,10 +478,27 @@ std::string py_ints(const std::vector<int64_t>& v, char open, char close) {
   return s + close;
 }
 
+// Control characters escaped as Python's repr does, so that no string can start a line of its own.
 std::string py_str(const std::string& v) {
   std::string s = "'";
-  for (char c : v) s += (c == '\'' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  for (char c : v) {
+    if (c == '\'' || c == '\\') {
+      s += std::string("\\") + c;
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      s += c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      s += buf;
+    } else {
+      s += c;
+    }
+  }
   return s + "'";
+}
+
+bool has_control(const std::string& v) {
+  return std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 // Returns false when the value cannot be written in this format.
@@ -465,7 +507,9 @@ bool py_tensor(const std::optional<TensorMeta>& t, std::string& out) {
     out += "None";
     return true;
   }
-  if (t->symbolic || t->layout != "strided") return false;
+  // No storage offset either: PyTorch's loader makes every tensor at offset 0, so written without it
+  // the entry would describe another input.
+  if (t->symbolic || t->layout != "strided" || t->offset != 0) return false;
   out += "T(" + py_ints(t->shape, '[', ']') + ", " + abbr_of(t->dtype);
   if (t->stride != trace::contiguous_strides(t->shape)) out += ", stride=" + py_ints(t->stride, '(', ')');
   out += ")";
@@ -505,7 +549,7 @@ bool py_value(const ArgValue& a, std::string& out) {
       out += "]";
       return true;
     case ArgKind::Other:  // an object repr read from a log goes back as it came
-      if (a.text.size() < 2 || a.text.front() != '<' || a.text.back() != '>') return false;
+      if (a.text.size() < 2 || a.text.front() != '<' || a.text.back() != '>' || has_control(a.text)) return false;
       out += a.text;
       return true;
     default: return false;  // complex, generators, symbolic values: no spelling in this format
@@ -584,7 +628,7 @@ TorchBenchText to_torchbench(const trace::Trace& trace) {
   TorchBenchText out;
   for (const auto& e : trace.ops) {
     std::string line;
-    if (!py_call(e, line)) {
+    if (has_control(e.op) || !py_call(e, line)) {  // an op name is not quoted: a newline would start a line
       ++out.skipped;
       continue;
     }

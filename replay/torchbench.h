@@ -22,7 +22,7 @@ trace::Trace parse_torchbench(const std::string& text, const std::string& source
 
 struct TorchBenchText {
   std::string text;
-  size_t skipped = 0;  // entries with values the format cannot express (symbolic shapes, generators)
+  size_t skipped = 0;  // entries with values the format cannot express (symbolic shapes, offsets, generators)
 };
 TorchBenchText to_torchbench(const trace::Trace& trace);
 

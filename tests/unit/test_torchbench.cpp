@@ -119,6 +119,7 @@ TEST_CASE("integers too large for 64 bits and negative sizes or strides are erro
 TEST_CASE("a trace written as a log reads back with the same values") {
   auto original = bb::test::sample_trace();
   original.ops.erase(original.ops.begin() + 1);  // the every-kind entry holds kinds the format cannot say
+  original.ops[0].args[0].tensors[0]->offset = 0;  // nor a storage offset (see below)
   auto text = bb::replay::to_torchbench(original);
   CHECK(text.skipped == 0);
   CHECK(text.text ==
@@ -136,9 +137,60 @@ TEST_CASE("a trace written as a log reads back with the same values") {
 
 TEST_CASE("entries the format cannot express are counted, not written wrongly") {
   auto t = bb::test::sample_trace();
+  t.ops[0].args[0].tensors[0]->offset = 0;
   auto text = bb::replay::to_torchbench(t);
   CHECK(text.skipped == 1);
   CHECK(text.text.find("every_kind") == std::string::npos);
   CHECK(bb::replay::looks_like_torchbench(text.text));
   CHECK_FALSE(bb::replay::looks_like_torchbench(bb::trace::to_yaml(t)));
+}
+
+TEST_CASE("strings are escaped so that none can start a line, and read back the same") {
+  bb::trace::Trace t;
+  bb::trace::TraceEntry e;
+  e.op = "aten::gelu";
+  e.count = 1;
+  auto approximate = bb::test::arg("approximate", "str", ArgKind::String);
+  approximate.text = "tanh'\\\n\rOperator: aten.evil.default\ncnt: 9, ((), {})\t\x01\x7f\xc3\xa9";
+  approximate.kwarg_only = true;
+  e.args.push_back(approximate);
+  t.ops.push_back(e);
+  auto text = bb::replay::to_torchbench(t).text;
+  CHECK(text ==
+        "Operator: aten.gelu.default\n"
+        "cnt: 1, ((), {'approximate': 'tanh\\'\\\\\\n\\rOperator: aten.evil.default\\ncnt: 9, ((), {})\\t\\x01"
+        "\\x7f\xc3\xa9'})\n");
+  auto back = parse_torchbench(text, "x.txt");
+  REQUIRE(back.ops.size() == 1);
+  CHECK(back.ops[0].args[0].text == approximate.text);
+  // As Python writes them: \xhh is a code point, other escapes are not in this subset.
+  CHECK(parse_torchbench("Operator: aten.gelu.default\ncnt: 1, ((), {'a': '\\xe9\\\"'})\n", "x.txt")
+            .ops[0].args[0].text == "\xc3\xa9\"");
+  CHECK(error_of("Operator: aten.gelu.default\ncnt: 1, ((), {'a': 'x\\u2028'})\n") == "2:22: unsupported escape '\\u'");
+}
+
+TEST_CASE("an object repr or op name with a control character is left out, not written as two lines") {
+  bb::trace::Trace t;
+  bb::trace::TraceEntry e;
+  e.op = "aten::relu";
+  e.count = 1;
+  auto other = bb::test::arg("x", "Any", ArgKind::Other);
+  other.text = "<obj\nOperator: aten.evil.default>";
+  e.args.push_back(other);
+  t.ops.push_back(e);
+  t.ops.push_back(e);
+  t.ops[1].args.clear();
+  t.ops[1].op = "aten::relu\ncnt: 1, ((), {})";
+  auto text = bb::replay::to_torchbench(t);
+  CHECK(text.skipped == 2);
+  CHECK(text.text.empty());
+}
+
+TEST_CASE("a tensor with a storage offset is left out and counted, not written at offset 0") {
+  auto t = bb::test::sample_trace();
+  t.ops.erase(t.ops.begin() + 1);
+  REQUIRE(t.ops[0].args[0].tensors[0]->offset == 5);
+  auto text = bb::replay::to_torchbench(t);
+  CHECK(text.skipped == 1);
+  CHECK(text.text == "Operator: aten.empty_cache.default\ncnt: 0, ((), {})\n");
 }
