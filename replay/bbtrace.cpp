@@ -2,9 +2,12 @@
 //   bbtrace summary TRACE [--top N] [--signatures N]
 //   bbtrace convert IN OUT [--to yaml|torchbench]
 // TRACE/IN may be a bbshim trace (YAML) or a TorchBench operator-input log; the format is read from
-// the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace).
+// the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace) or a failed
+// write.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -29,8 +32,10 @@ int convert(const std::string& in, const std::string& out, std::string to) {
     text = bb::trace::to_yaml(t);
   }
   std::ofstream f(out, std::ios::binary);
-  if (!(f << text)) {
-    std::cerr << "bbtrace: cannot write " << out << "\n";
+  f << text;
+  f.close();  // most of a write fails only here, when the buffer goes out (a full disk)
+  if (!f) {
+    std::cerr << "bbtrace: cannot write " << out << ": " << std::strerror(errno) << "\n";
     return 2;
   }
   std::cerr << "bbtrace: wrote " << out << " (" << t.ops.size() << " signatures, " << to << ")\n";

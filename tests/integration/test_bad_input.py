@@ -51,6 +51,15 @@ class BadInput(TempDirTest):
         self.assertEqual(r.returncode, 2)
         self.assertEqual(r.stderr, f"bbtrace: {bad}:4:29: expected a non-negative integer, got 'many'\n")
 
+    def test_convert_to_a_full_device(self):
+        # The buffered write failed only at close, unchecked: "wrote /dev/full", exit 0.
+        log = ROOT / "tests" / "data" / "replay" / "derived_args.txt"
+        for to in ("torchbench", "yaml"):
+            with self.subTest(to=to):
+                r = run([BBTRACE, "convert", log, "/dev/full", "--to", to], base_env())
+                self.assertEqual((r.returncode, r.stderr),
+                                 (2, "bbtrace: cannot write /dev/full: No space left on device\n"))
+
     def test_summary_usage_error(self):
         r = run([BBTRACE, "summary"], base_env())
         self.assertEqual(r.returncode, 2)
