@@ -148,7 +148,6 @@ Policy parse_root(const yaml::Reader& r, const YAML::Node& root) {
     std::optional<c10::OperatorHandle> handle;
     std::string obstacle = backends::routing_obstacle(op, &handle);
     if (!obstacle.empty()) r.fail(kv.first, op + " " + obstacle);
-    if (p.find(op)) r.fail(kv.first, op + " appears twice");
     OpPolicy entry = parse_entry(r, kv.second, p.defaults, true);
     entry.op = op;
     entry.line = kv.first.Mark().line + 1;

@@ -70,7 +70,7 @@ TEST_CASE("policy errors say file, line, column and what is wrong") {
         "3:32: device 'cuda:1': give a device type (cpu, cuda), not an index");
   CHECK(error_of("version: 1\nops:\n  aten::relu: {tolerance: {float32: {rtol: -1, atol: 0}}}\n") ==
         "3:37: tolerances must not be negative");
-  CHECK(error_of("version: 1\nops:\n  aten::relu: {}\n  aten::relu: {}\n") == "4:3: aten::relu appears twice");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {}\n  aten::relu: {}\n") == "4:3: duplicate key 'aten::relu'");
   CHECK(error_of("version: 1\nops: [aten::relu]\n") ==
         "2:6: expected 'ops' to map op names (aten::add.Tensor) to their settings");
 }
