@@ -18,6 +18,8 @@
 #include "shim/trace_writer.h"
 #include "sample_trace.h"
 #include "tracer/device_time.h"
+#include "tracer/names.h"
+#include "tracer/trace_model.h"
 #include "tracer/trace_yaml.h"
 
 using namespace bb::shim;
@@ -303,4 +305,18 @@ TEST_CASE("the timeline labels op calls with torch.profiler's names, dims and ty
   CHECK(e["args"]["External id"] == 9);
   CHECK(e["args"]["Input Dims"] == nlohmann::json::parse("[[2, 3], []]"));
   CHECK(e["args"]["Input type"] == nlohmann::json::parse(R"(["c10::BFloat16", "Scalar"])"));
+}
+
+TEST_CASE("the trace reader's dtype names are exactly the names the tracer writes") {
+  // trace::is_dtype_name (the format library, without c10) keeps its own list: it must not drift
+  // from tracer/names.cpp's table as torch adds dtypes.
+  size_t named = 0;
+  for (int i = 0; i < static_cast<int>(c10::ScalarType::Undefined); ++i) {  // Undefined is last but one
+    const std::string name = bb::names::dtype(static_cast<c10::ScalarType>(i));
+    INFO("ScalarType " << i << ": " << name);
+    REQUIRE(name.rfind("dtype", 0) != 0);  // every dtype of this torch has a name
+    CHECK(bb::trace::is_dtype_name(name));
+    ++named;
+  }
+  CHECK(named == 46);  // is_dtype_name's list has 46 names: the same count, so no extra name either
 }
