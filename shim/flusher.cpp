@@ -114,18 +114,18 @@ void handle_signal_request(int sig) {
 
 void* flusher_main(void*) {
   const int timeout_ms = g_interval > 0 ? static_cast<int>(g_interval * 1000) : -1;
-  // The first write comes soon: a program that ends by os._exit (no atexit) early still leaves one.
-  int wait_ms = timeout_ms > 0 ? std::min(timeout_ms, kFirstWriteMs) : timeout_ms;
+  // Every second until a file is on disk: a program that ends by os._exit (no exit hook) soon after
+  // its first ops still leaves one.
+  bool on_disk = false;
   for (;;) {
     pollfd p{g_pipe[0], POLLIN, 0};
-    int r = ::poll(&p, 1, wait_ms);
-    wait_ms = timeout_ms;
+    int r = ::poll(&p, 1, on_disk || timeout_ms < 0 ? timeout_ms : std::min(timeout_ms, kFirstWriteMs));
     if (r < 0) {
       if (errno == EINTR) continue;
       return nullptr;
     }
     if (r == 0) {
-      (*g_write)("running", false);
+      on_disk = (*g_write)("running", false) || on_disk;
       continue;
     }
     unsigned char sig = 0;

@@ -7,10 +7,12 @@
 
 namespace bb::shim {
 
-// `write(status, final)` as TraceWriter::write.
-using WriteFn = std::function<void(const std::string& status, bool final)>;
+// `write(status, final)` as TraceWriter::write; returns whether a trace file is on disk now.
+using WriteFn = std::function<bool(const std::string& status, bool final)>;
 
-// Starts the thread (all signals blocked in it). interval_s == 0: no periodic writes.
+// Starts the thread (all signals blocked in it). interval_s == 0: no periodic writes. Until the
+// first periodic write has put a file on disk it tries every second (at most interval_s), so that a
+// program ending by os._exit (which runs no exit hook) soon after its first ops leaves a trace.
 bool start_flusher(WriteFn write, double interval_s);
 
 // SIGINT, SIGTERM, SIGHUP: the handler has the flusher thread write the trace and waits for it (at
@@ -23,7 +25,6 @@ void install_signal_handlers();
 // the handler that was there before (Python's faulthandler) or its default action (the process dies
 // of it, with its core dump). The write may not finish if the crashed thread holds a lock it needs
 // (the allocator's): then the 3 s pass and the process dies as it would have.
-// The first periodic write comes after at most 1 s (os._exit skips every exit hook).
 
 // In a forked child: give the signals back to whatever handled them before.
 void restore_signal_handlers();

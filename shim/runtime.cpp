@@ -105,7 +105,8 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
 
   auto* writer = new TraceWriter(store, path, std::move(run), timeline_path);  // never freed: used at exit
   g_writer.store(writer);
-  if (!start_flusher([writer](const std::string& s, bool f) { writer->write(s, f); }, cfg.flush_seconds))
+  if (!start_flusher([writer](const std::string& s, bool f) { return writer->write(s, f) && writer->wrote_file(); },
+                     cfg.flush_seconds))
     log::warn("cannot start the background writer; the trace is written at exit only");
   install_signal_handlers();
   log::info("tracing torch " + std::string(boot.torch_version) + " ops to " + path);

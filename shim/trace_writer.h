@@ -45,6 +45,12 @@ class TraceWriter {
 
   const std::string& path() const { return path_; }
 
+  // Whether a write has put a trace file on disk yet.
+  bool wrote_file() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_calls_ > 0;
+  }
+
  private:
   std::mutex mu_;
   const tracer::TraceStore* store_;

@@ -88,7 +88,8 @@ class Signals(TempDirTest):
         self.assertEqual(load_trace(self.trace)["meta"]["status"], "signal SIGSEGV")
 
     def test_os_exit_after_a_second_leaves_the_first_periodic_write(self):
-        # os._exit runs no exit hook; the first periodic write comes after 1 s, not the interval's 10.
+        # os._exit runs no exit hook; until the first file is written, the periodic write is tried every
+        # second, not every 10 (however long the program took to reach its first op).
         r = self.crash("import os, time\ntime.sleep(1.5)\nos._exit(3)")
         self.assertEqual(r.returncode, 3, r.stderr)
         t = load_trace(self.trace)
