@@ -110,6 +110,14 @@ class LineParser {
   Py value() {
     skip_space();
     if (p_ >= t_.size()) fail("unexpected end of line");
+    // Each value inside brackets is a level of recursion: 10,000 '[' overflowed the stack.
+    if (depth_ == trace::kMaxNesting)
+      fail("nested deeper than the limit of " + std::to_string(trace::kMaxNesting) + " levels");
+    struct Level {
+      int& depth;
+      explicit Level(int& d) : depth(++d) {}
+      ~Level() { --depth; }
+    } level(depth_);
     const char c = t_[p_];
     if (c == '(') return sequence(Py::Tuple, '(', ')');
     if (c == '[') return sequence(Py::List, '[', ']');
@@ -129,12 +137,16 @@ class LineParser {
     return v;
   }
 
-  Py sequence(Py::Kind kind, char open, char close) {
+  // At most `limit` items, `what` naming them in the error.
+  Py sequence(Py::Kind kind, char open, char close, size_t limit = SIZE_MAX, const char* what = "") {
     Py v = make(kind);
     expect(open);
     bool comma = false;
     while (!accept(close)) {
       if (!v.items.empty() && !comma) fail(std::string("expected ',' or '") + close + "'");
+      if (v.items.size() == limit)
+        fail(std::string("more than ") + std::to_string(limit) + " " + what + "; the limit is " +
+             std::to_string(limit));
       v.items.push_back(value());
       comma = accept(',');
     }
@@ -294,13 +306,16 @@ class LineParser {
     v.kind = Py::Tensor;
     v.col = col;
     expect('(');
-    Py shape = value();
-    if (shape.kind != Py::List) fail("expected the shape as a list", static_cast<size_t>(shape.col - 1));
+    // A bounded list: each size costs a Py here, and a 2-million-dimension shape took gigabytes.
+    if (!peek('[')) fail("expected the shape as a list");
+    Py shape = sequence(Py::List, '[', ']', trace::kMaxRank, "dimensions");
     for (const Py& s : shape.items) {
       if (s.kind != Py::Int) fail("expected a size", static_cast<size_t>(s.col - 1));
       if (s.i < 0) fail("expected a size >= 0, got " + std::to_string(s.i), static_cast<size_t>(s.col - 1));
       v.tensor.shape.push_back(s.i);
     }
+    // Before contiguous_strides multiplies the sizes; again below with the strides.
+    if (const char* why = trace::unaddressable(v.tensor)) fail(why, static_cast<size_t>(shape.col - 1));
     expect(',');
     v.tensor.dtype = dtype();
     v.tensor.device = "cuda";
@@ -319,7 +334,9 @@ class LineParser {
         const size_t at = p_;
         if (identifier() != "stride") fail("expected stride=(...)", at);
         expect('=');
-        Py stride = value();
+        Py stride = peek('(')   ? sequence(Py::Tuple, '(', ')', trace::kMaxRank, "strides")
+                    : peek('[') ? sequence(Py::List, '[', ']', trace::kMaxRank, "strides")
+                                : value();
         if (stride.kind != Py::Tuple && stride.kind != Py::List) stride.items = {stride};
         if (stride.items.size() != v.tensor.shape.size())
           fail("stride has " + std::to_string(stride.items.size()) + " entries, shape " +
@@ -335,12 +352,14 @@ class LineParser {
         }
       }
     }
+    if (const char* why = trace::unaddressable(v.tensor)) fail(why, static_cast<size_t>(shape.col - 1));
     expect(')');
     return v;
   }
 
   const std::string& t_;
   size_t p_;
+  int depth_ = 0;  // values being parsed, one inside the other
   const std::string& source_;
   int line_;
 };
@@ -639,11 +658,7 @@ TorchBenchText to_torchbench(const trace::Trace& trace) {
 }
 
 trace::Trace load_any_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FormatError(path, 0, 0, "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = trace::read_input_file(path);
   return looks_like_torchbench(text) ? parse_torchbench(text, path) : trace::parse_trace(text, path);
 }
 

@@ -120,6 +120,26 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   return s;
 }
 
+const char* unaddressable(const TensorMeta& t) {
+  int64_t product = 1;  // of the sizes, 0 counting as 1: contiguous_strides' largest stride and the numel
+  bool empty = false;
+  for (int64_t s : t.shape) {
+    empty |= s == 0;
+    if (__builtin_mul_overflow(product, std::max<int64_t>(s, 1), &product))
+      return "the product of the sizes does not fit in 64 bits";
+  }
+  if (empty) return nullptr;  // spans no storage
+  int64_t extent = 0;
+  for (size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(t.shape[d] - 1, t.stride[d], &step) || __builtin_add_overflow(extent, step, &extent))
+      return "the storage it spans (the sum of (size - 1) * stride) does not fit in 64 bits";
+  }
+  if (__builtin_add_overflow(extent, t.offset, &extent) || __builtin_add_overflow(extent, int64_t{1}, &extent))
+    return "its offset plus the storage it spans does not fit in 64 bits";
+  return nullptr;
+}
+
 std::string utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};

@@ -160,6 +160,11 @@ bool is_dtype_name(const std::string& name);
 // Strides of a contiguous tensor of `shape` (size-0 dimensions count as 1, as torch does).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 
+// Why no tensor can have this shape, stride and offset: its element count, its contiguous strides or the
+// storage it spans do not fit in 64 bits. nullptr if they do. The readers reject such a tensor at its
+// position, so that later code (contiguous_strides, numel, storage extents) can multiply unchecked.
+const char* unaddressable(const TensorMeta& t);
+
 // The current time as UTC ISO 8601 (2026-11-30T01:00:00Z), as traces and reports record it.
 std::string utc_now();
 

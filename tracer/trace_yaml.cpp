@@ -4,8 +4,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -214,6 +221,10 @@ class Reader : public yaml::Reader {
     t.symbolic = optional<bool>(n, "symbolic", false, "true or false");
     t.layout = optional<std::string>(n, "layout", "strided", "a layout name");
     if (!t.symbolic) {
+      // Checked before the sizes are read; each costs memory and later code loops over them.
+      if (const YAML::Node shape = require(n, "shape"); shape.IsSequence() && shape.size() > kMaxRank)
+        fail(shape, "a tensor of " + std::to_string(shape.size()) + " dimensions; the limit is " +
+                        std::to_string(kMaxRank));
       t.shape = non_negative(n["shape"], list<int64_t>(require(n, "shape"), "integers"), "a size");
       // PyTorch makes no tensor with a negative stride (empty_strided rejects one).
       if (t.layout == "strided")
@@ -225,6 +236,7 @@ class Reader : public yaml::Reader {
     t.device = scalar<std::string>(require(n, "device"), "a device such as cpu or cuda:0");
     t.offset = optional<int64_t>(n, "offset", 0, "an integer");
     if (t.offset < 0) fail(n["offset"], "expected an offset >= 0, got " + std::to_string(t.offset));
+    if (const char* why = unaddressable(t)) fail(n["shape"] ? n["shape"] : n, why);
     if (YAML::Node r = n["range"]) {
       auto v = list<int64_t>(r, "integers");
       if (v.size() != 2 || v[0] > v[1]) fail(r, "expected range [min, max] with min <= max");
@@ -419,12 +431,40 @@ Trace parse_trace(const std::string& text, const std::string& source) {
   return reader.trace(reader.load(text));
 }
 
-Trace load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FormatError(path, 0, 0, "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_trace(ss.str(), path);
+std::string read_input_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer, forever if none comes.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw FormatError(path, 0, 0, "cannot open file");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw FormatError(path, 0, 0, std::string("cannot read file: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw FormatError(path, 0, 0, "is a directory, not a file");
+  if (!S_ISREG(st.st_mode))
+    throw FormatError(path, 0, 0, "not a regular file (a FIFO, a device or a socket cannot be read as input)");
+  const std::string too_large = "larger than the input limit of " + std::to_string(kMaxInputBytes >> 30) + " GiB";
+  if (st.st_size > kMaxInputBytes) throw FormatError(path, 0, 0, too_large);
+  std::string text;
+  text.resize(static_cast<size_t>(st.st_size));
+  size_t have = 0;
+  for (;;) {  // until end of file: the file may have grown since fstat
+    if (have == text.size()) {
+      if (text.size() > static_cast<size_t>(kMaxInputBytes)) throw FormatError(path, 0, 0, too_large);
+      text.resize(std::max<size_t>(text.size() * 2, 4096));
+    }
+    const ssize_t n = ::read(fd, text.data() + have, text.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw FormatError(path, 0, 0, std::string("cannot read file: ") + std::strerror(errno));
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  if (have > static_cast<size_t>(kMaxInputBytes)) throw FormatError(path, 0, 0, too_large);
+  text.resize(have);
+  return text;
 }
+
+Trace load_trace(const std::string& path) { return parse_trace(read_input_file(path), path); }
 
 }  // namespace bb::trace

@@ -2,12 +2,14 @@
 // ("file:line:column: expected ..."). Shared by the trace reader and the policy parser.
 #pragma once
 
+#include <yaml-cpp/depthguard.h>  // YAML::DeepRecursion, not in yaml.h (0.7 and 0.8 ship it)
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tracer/trace_yaml.h"
@@ -72,21 +74,21 @@ class Reader {
     YAML::Node root;
     try {
       root = YAML::Load(text);
+    } catch (const YAML::DeepRecursion& e) {
+      // yaml-cpp's own guard (about 500 levels) says "bad file" at a useless position; this says which
+      // limit and finds the bracket that passed ours.
+      const auto [line, column] = deep_bracket(text);
+      throw trace::FormatError(source_, line ? line : e.mark.line + 1, line ? column : e.mark.column + 1,
+                               nested_too_deep());
     } catch (const YAML::ParserException& e) {
       throw trace::FormatError(source_, e.mark.line + 1, e.mark.column + 1, e.msg);
     }
-    no_duplicate_keys(root);
+    check_tree(root, 1);
     return root;
   }
 
   // The file named by source().
-  YAML::Node load_file() const {
-    std::ifstream in(source_);
-    if (!in) throw trace::FormatError(source_, 0, 0, "cannot open file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return load(ss.str());
-  }
+  YAML::Node load_file() const { return load(trace::read_input_file(source_)); }
 
   // A path written in this file: relative ones are relative to the file's folder.
   std::string path(const YAML::Node& n, const char* expected) const {
@@ -97,17 +99,50 @@ class Reader {
   }
 
  private:
+  static std::string nested_too_deep() {
+    return "nested deeper than the limit of " + std::to_string(trace::kMaxNesting) + " levels";
+  }
+
+  // Where flow brackets first nest deeper than kMaxNesting (1-based line and column), or {0, 0}. Only
+  // locates an error yaml-cpp already found, so it skips quoted text and comments without parsing more.
+  static std::pair<int, int> deep_bracket(const std::string& text) {
+    int depth = 0, line = 1, column = 0;
+    char quote = 0;
+    bool comment = false;
+    for (char c : text) {
+      ++column;
+      if (c == '\n') {
+        ++line;
+        column = 0;
+        comment = false;
+      } else if (comment) {
+      } else if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '\'' || c == '"') {
+        quote = c;
+      } else if (c == '#') {
+        comment = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > trace::kMaxNesting) return {line, column};
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        --depth;
+      }
+    }
+    return {0, 0};
+  }
+
   // yaml-cpp keeps both entries of a repeated key and lookups find the first: the second would be
-  // silently ignored.
-  void no_duplicate_keys(const YAML::Node& n) const {
+  // silently ignored. The readers recurse into what they read, so nesting is limited too.
+  void check_tree(const YAML::Node& n, int depth) const {
+    if (depth > trace::kMaxNesting) fail(n, nested_too_deep());
     if (n.IsSequence())
-      for (const auto& x : n) no_duplicate_keys(x);
+      for (const auto& x : n) check_tree(x, depth + 1);
     if (!n.IsMap()) return;
     std::set<std::string> seen;
     for (const auto& kv : n) {
       if (kv.first.IsScalar() && !seen.insert(kv.first.Scalar()).second)
         fail(kv.first, "duplicate key '" + kv.first.Scalar() + "'");
-      no_duplicate_keys(kv.second);
+      check_tree(kv.second, depth + 1);
     }
   }
 

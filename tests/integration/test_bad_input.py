@@ -1,4 +1,5 @@
 """Faults around the preload cost the program nothing: one stderr line at most, same results."""
+import os
 import shutil
 import unittest
 
@@ -64,6 +65,65 @@ class BadInput(TempDirTest):
         r = run([BBTRACE, "summary"], base_env())
         self.assertEqual(r.returncode, 2)
         self.assertIn("trace is required", r.stderr)
+
+
+class InputLimits(TempDirTest):
+    """Inputs that crashed, hung or took gigabytes are exit 2 with the file, the limit and the place."""
+    NOT_REGULAR = "0:0: not a regular file (a FIFO, a device or a socket cannot be read as input)"
+
+    def tools(self, path):
+        yield "bbtrace", [BBTRACE, "summary", path]
+        yield "bbreplay", [BUILD / "bin" / "bbreplay", path, "--device", "cpu", "--check-only"]
+
+    def assert_refused(self, path, says):
+        for tool, cmd in self.tools(path):
+            with self.subTest(tool=tool, path=str(path)):
+                r = run(cmd, base_env(), timeout=60)  # a FIFO blocked forever: TimeoutExpired fails the test
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertEqual(r.stderr, f"{tool}: {path}:{says}\n")
+
+    def test_dev_zero(self):
+        # The read never ended: std::bad_alloc, abort.
+        self.assert_refused("/dev/zero", self.NOT_REGULAR)
+
+    def test_fifo_does_not_block(self):
+        fifo = self.dir / "trace.yaml"
+        os.mkfifo(fifo)
+        self.assert_refused(fifo, self.NOT_REGULAR)
+
+    def test_larger_than_the_limit(self):
+        big = self.dir / "big.yaml"
+        with open(big, "wb") as f:
+            f.truncate((1 << 30) + 1)  # sparse: no disk, no time
+        self.assert_refused(big, "0:0: larger than the input limit of 1 GiB")
+
+    def test_deep_nesting(self):
+        # 10,000 brackets overflowed the TorchBench reader's stack (SIGSEGV).
+        log = self.dir / "deep.txt"
+        log.write_text("Operator: aten.relu.default\ncnt: 1, ((" + "[" * 10000 + "]" * 10000 + ",), {})\n")
+        self.assert_refused(log, "2:73: nested deeper than the limit of 64 levels")
+        trace = self.dir / "deep.yaml"
+        trace.write_text("version: 1\nmeta: {}\nops:\n  - {op: a::b, count: 1, args: " + "[" * 10000 + "]" * 10000 + "}\n")
+        self.assert_refused(trace, "4:95: nested deeper than the limit of 64 levels")
+
+    def test_huge_rank(self):
+        # An 8 MB log with a 2-million-dimension shape took 2.3 GB.
+        ones = ", ".join(["1"] * 2_000_000)
+        log = self.dir / "rank.txt"
+        log.write_text(f"Operator: aten.relu.default\ncnt: 1, ((T([{ones}], f32),), {{}})\n")
+        self.assert_refused(log, "2:206: more than 64 dimensions; the limit is 64")
+        # yaml-cpp builds its whole tree before the reader counts (about 450 bytes a value): fewer here.
+        ones = ", ".join(["1"] * 100_000)
+        trace = self.dir / "rank.yaml"
+        trace.write_text("version: 1\nmeta: {}\nops:\n  - op: aten::relu\n    count: 1\n    args:\n"
+                         f"      - {{name: x, kind: tensor, dtype: float32, device: cpu, shape: [{ones}], stride: [{ones}]}}\n")
+        self.assert_refused(trace, "7:69: a tensor of 100000 dimensions; the limit is 64")
+
+    def test_policy_is_read_with_the_same_limits(self):
+        log = ROOT / "tests" / "data" / "replay" / "derived_args.txt"
+        r = run([BUILD / "bin" / "bbreplay", log, "--device", "cpu", "--check-only", "--policy", "/dev/zero"],
+                base_env(), timeout=60)
+        self.assertEqual((r.returncode, r.stderr), (2, f"bbreplay: /dev/zero:{self.NOT_REGULAR}\n"))
 
 
 class BadReplayOptions(TempDirTest):

@@ -194,3 +194,27 @@ TEST_CASE("a tensor with a storage offset is left out and counted, not written a
   CHECK(text.skipped == 1);
   CHECK(text.text == "Operator: aten.empty_cache.default\ncnt: 0, ((), {})\n");
 }
+
+TEST_CASE("nesting, rank and shape products have limits, with the position in the error") {
+  const std::string op = "Operator: aten.relu.default\n";
+  // 10,000 brackets overflowed the stack (SIGSEGV).
+  const std::string deep = op + "cnt: 1, ((" + std::string(10000, '[') + std::string(10000, ']') + ",), {})\n";
+  CHECK(error_of(deep) == "2:73: nested deeper than the limit of 64 levels");
+  std::string nested = "1";
+  for (int i = 0; i < 60; ++i) nested = "[" + nested + "]";
+  CHECK(error_of(op + "cnt: 1, ((" + nested + ",), {})\n") == "2:11: a list mixing kinds of values this reader does not know");
+  // Each dimension cost a Py of the parser: 2 million of them took gigabytes.
+  std::string shape = "1";
+  for (int i = 1; i < 64; ++i) shape += ", 1";
+  CHECK(error_of(op + "cnt: 1, ((T([" + shape + ", 1], f32),), {})\n") ==
+        "2:206: more than 64 dimensions; the limit is 64");
+  CHECK(parse_torchbench(op + "cnt: 1, ((T([" + shape + "], f32),), {})\n", "tb.txt").ops[0].args[0].tensors[0]->shape.size() ==
+        64);
+  CHECK(error_of(op + "cnt: 1, ((T([2], f32, stride=(" + shape + ", 1)),), {})\n") ==
+        "2:223: more than 64 strides; the limit is 64");
+  // contiguous_strides and numel multiplied these unchecked.
+  CHECK(error_of(op + "cnt: 1, ((T([4294967296, 4294967296], f32),), {})\n") ==
+        "2:13: the product of the sizes does not fit in 64 bits");
+  CHECK(error_of(op + "cnt: 1, ((T([3, 3], f32, stride=(4611686018427387904, 1)),), {})\n") ==
+        "2:13: the storage it spans (the sum of (size - 1) * stride) does not fit in 64 bits");
+}

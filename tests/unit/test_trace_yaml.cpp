@@ -1,4 +1,8 @@
 // The trace file format: golden output for every argument kind, exact round trip, precise errors.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -126,6 +130,61 @@ TEST_CASE("a missing file is an error that names it") {
   } catch (const FormatError& e) {
     REQUIRE(std::string(e.what()) == "/nonexistent/trace.yaml:0:0: cannot open file");
   }
+}
+
+TEST_CASE("rank, shape products and nesting have limits, with the position in the error") {
+  const std::string arg = std::string(kHeader) + "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, "
+                                                 "kind: tensor, dtype: float32, device: cpu, ";
+  std::string ones = "1";
+  for (int i = 1; i < 64; ++i) ones += ", 1";
+  CHECK(error_of(arg + "shape: [" + ones + ", 1], stride: [" + ones + ", 1]}\n") ==
+        "7:69: a tensor of 65 dimensions; the limit is 64");
+  CHECK(parse_trace(arg + "shape: [" + ones + "], stride: [" + ones + "]}\n", "t.yaml").ops[0].args[0].tensors[0]->shape.size() ==
+        64);
+  // contiguous_strides, numel and storage extents multiplied these unchecked.
+  CHECK(error_of(arg + "shape: [4294967296, 4294967296], stride: [1, 1]}\n") ==
+        "7:69: the product of the sizes does not fit in 64 bits");
+  CHECK(error_of(arg + "shape: [3, 3], stride: [4611686018427387904, 1]}\n") ==
+        "7:69: the storage it spans (the sum of (size - 1) * stride) does not fit in 64 bits");
+  CHECK(error_of(arg + "shape: [2], stride: [1], offset: 9223372036854775807}\n") ==
+        "7:69: its offset plus the storage it spans does not fit in 64 bits");
+  // 10,000 nested flow sequences.
+  const std::string deep = std::string(kHeader) + "  - {op: a::b, count: 1, args: " + std::string(10000, '[') +
+                           std::string(10000, ']') + "}\n";
+  // yaml-cpp stops at about 500 levels with "bad file" at 1:1; this names the limit and the bracket.
+  CHECK(error_of(deep) == "4:95: nested deeper than the limit of 64 levels");
+  std::string nested = "1";
+  for (int i = 0; i < 70; ++i) nested = "[" + nested + "]";
+  CHECK(error_of(std::string(kHeader) + "  - {op: a::b, count: 1, args: " + nested + "}\n") ==
+        "4:93: nested deeper than the limit of 64 levels");
+}
+
+TEST_CASE("only regular files of at most the size limit are read, and the error says why") {
+  auto error_reading = [](const std::string& path) {
+    try {
+      bb::trace::load_trace(path);
+    } catch (const FormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // /dev/zero ended in std::bad_alloc; a FIFO blocked forever (nothing writes to it here).
+  CHECK(error_reading("/dev/zero") ==
+        "/dev/zero:0:0: not a regular file (a FIFO, a device or a socket cannot be read as input)");
+  CHECK(error_reading("/") == "/:0:0: is a directory, not a file");
+  char dir[] = "/tmp/bb_test_limits_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string fifo = std::string(dir) + "/fifo", big = std::string(dir) + "/big.yaml";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(error_reading(fifo) ==
+        fifo + ":0:0: not a regular file (a FIFO, a device or a socket cannot be read as input)");
+  REQUIRE(truncate(big.c_str(), 0) != 0);  // not there yet
+  { std::ofstream(big).put('x'); }
+  REQUIRE(truncate(big.c_str(), bb::trace::kMaxInputBytes + 1) == 0);  // sparse: costs no disk
+  CHECK(error_reading(big) == big + ":0:0: larger than the input limit of 1 GiB");
+  std::remove(fifo.c_str());
+  std::remove(big.c_str());
+  rmdir(dir);
 }
 
 TEST_CASE("base_name drops the overload") {
