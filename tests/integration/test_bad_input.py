@@ -103,7 +103,8 @@ class InputLimits(TempDirTest):
         log.write_text("Operator: aten.relu.default\ncnt: 1, ((" + "[" * 10000 + "]" * 10000 + ",), {})\n")
         self.assert_refused(log, "2:73: nested deeper than the limit of 64 levels")
         trace = self.dir / "deep.yaml"
-        trace.write_text("version: 1\nmeta: {}\nops:\n  - {op: a::b, count: 1, args: " + "[" * 10000 + "]" * 10000 + "}\n")
+        trace.write_text("version: 1\nmeta: {}\nops:\n  - {op: a::b, count: 1, args: "
+                         + "[" * 10000 + "]" * 10000 + "}\n")
         self.assert_refused(trace, "4:95: nested deeper than the limit of 64 levels")
 
     def test_huge_rank(self):
@@ -116,7 +117,8 @@ class InputLimits(TempDirTest):
         ones = ", ".join(["1"] * 100_000)
         trace = self.dir / "rank.yaml"
         trace.write_text("version: 1\nmeta: {}\nops:\n  - op: aten::relu\n    count: 1\n    args:\n"
-                         f"      - {{name: x, kind: tensor, dtype: float32, device: cpu, shape: [{ones}], stride: [{ones}]}}\n")
+                         "      - {name: x, kind: tensor, dtype: float32, device: cpu, "
+                         f"shape: [{ones}], stride: [{ones}]}}\n")
         self.assert_refused(trace, "7:69: a tensor of 100000 dimensions; the limit is 64")
 
     def test_policy_is_read_with_the_same_limits(self):

@@ -139,8 +139,8 @@ TEST_CASE("rank, shape products and nesting have limits, with the position in th
   for (int i = 1; i < 64; ++i) ones += ", 1";
   CHECK(error_of(arg + "shape: [" + ones + ", 1], stride: [" + ones + ", 1]}\n") ==
         "7:69: a tensor of 65 dimensions; the limit is 64");
-  CHECK(parse_trace(arg + "shape: [" + ones + "], stride: [" + ones + "]}\n", "t.yaml").ops[0].args[0].tensors[0]->shape.size() ==
-        64);
+  const auto t64 = parse_trace(arg + "shape: [" + ones + "], stride: [" + ones + "]}\n", "t.yaml");
+  CHECK(t64.ops[0].args[0].tensors[0]->shape.size() == 64);
   // contiguous_strides, numel and storage extents multiplied these unchecked.
   CHECK(error_of(arg + "shape: [4294967296, 4294967296], stride: [1, 1]}\n") ==
         "7:69: the product of the sizes does not fit in 64 bits");
