@@ -83,7 +83,11 @@ class Reader {
     } catch (const YAML::ParserException& e) {
       throw trace::FormatError(source_, e.mark.line + 1, e.mark.column + 1, e.msg);
     }
-    check_tree(root, 1);
+    // Aliases share nodes: a walk of the tree visits an aliased subtree once per alias, and ten lines
+    // of nested aliases ("billion laughs") are 10^20 visits. Every reader walks the tree, so the walk
+    // here is bounded by what the text could hold without aliases (a value takes at least a byte or two).
+    size_t budget = 2 * text.size() + 64;
+    check_tree(root, 1, budget);
     return root;
   }
 
@@ -132,17 +136,21 @@ class Reader {
   }
 
   // yaml-cpp keeps both entries of a repeated key and lookups find the first: the second would be
-  // silently ignored. The readers recurse into what they read, so nesting is limited too.
-  void check_tree(const YAML::Node& n, int depth) const {
+  // silently ignored. The readers recurse into what they read, so nesting is limited too, and so is the
+  // number of values aliases expand to (`budget`, counted down).
+  void check_tree(const YAML::Node& n, int depth, size_t& budget) const {
     if (depth > trace::kMaxNesting) fail(n, nested_too_deep());
+    if (budget-- == 0)
+      fail(n, "anchors and aliases expand to more values than the file's size allows (an alias bomb?); "
+              "write the values out instead");
     if (n.IsSequence())
-      for (const auto& x : n) check_tree(x, depth + 1);
+      for (const auto& x : n) check_tree(x, depth + 1, budget);
     if (!n.IsMap()) return;
     std::set<std::string> seen;
     for (const auto& kv : n) {
       if (kv.first.IsScalar() && !seen.insert(kv.first.Scalar()).second)
         fail(kv.first, "duplicate key '" + kv.first.Scalar() + "'");
-      check_tree(kv.second, depth + 1);
+      check_tree(kv.second, depth + 1, budget);
     }
   }
 

@@ -70,6 +70,8 @@ class BadInput(TempDirTest):
 class InputLimits(TempDirTest):
     """Inputs that crashed, hung or took gigabytes are exit 2 with the file, the limit and the place."""
     NOT_REGULAR = "0:0: not a regular file (a FIFO, a device or a socket cannot be read as input)"
+    BOMB = ("4:37: anchors and aliases expand to more values than the file's size allows (an alias bomb?); "
+            "write the values out instead")
 
     def tools(self, path):
         yield "bbtrace", [BBTRACE, "summary", path]
@@ -120,6 +122,22 @@ class InputLimits(TempDirTest):
                          "      - {name: x, kind: tensor, dtype: float32, device: cpu, "
                          f"shape: [{ones}], stride: [{ones}]}}\n")
         self.assert_refused(trace, "7:69: a tensor of 100000 dimensions; the limit is 64")
+
+    def test_alias_bomb(self):
+        # Ten lines of nested aliases are 10^20 values: the duplicate-key walk ran until killed.
+        lines = ["version: 1", "meta: {}", "ops: []", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+        lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 20)]
+        for name in ("trace.yaml", "policy.yaml"):
+            bomb = self.dir / name
+            bomb.write_text("\n".join(lines) + "\n")
+            if name == "trace.yaml":
+                self.assert_refused(bomb, self.BOMB)
+            else:
+                log = ROOT / "tests" / "data" / "replay" / "derived_args.txt"
+                r = run([BUILD / "bin" / "bbreplay", log, "--device", "cpu", "--check-only", "--policy", bomb],
+                        base_env(), timeout=60)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(self.BOMB, r.stderr)
 
     def test_policy_is_read_with_the_same_limits(self):
         log = ROOT / "tests" / "data" / "replay" / "derived_args.txt"

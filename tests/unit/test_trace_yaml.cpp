@@ -159,6 +159,26 @@ TEST_CASE("rank, shape products and nesting have limits, with the position in th
         "4:93: nested deeper than the limit of 64 levels");
 }
 
+TEST_CASE("aliases expand to at most what the file could hold written out; a bomb is refused at once") {
+  // Each line aliases the previous one ten times: 10^20 values, and the duplicate-key walk visited them all.
+  std::string bomb = std::string(kHeader) + "  - {op: a::b, count: 1}\nx0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n";
+  for (int i = 1; i < 20; ++i) {
+    bomb += "x" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) bomb += std::string(j ? ", " : "") + "*a" + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  const auto message = error_of(bomb);
+  CHECK(message.find("anchors and aliases expand to more values than the file's size allows") != std::string::npos);
+  // Modest sharing, as a hand-written trace might use it, is read as written out.
+  const auto t = parse_trace(std::string(kHeader) +
+                                 "  - op: aten::add.Tensor\n    count: 1\n    args:\n"
+                                 "      - &x {name: self, kind: tensor, dtype: float32, device: cpu, shape: [2, 3], stride: [3, 1]}\n"
+                                 "      - *x\n",
+                             "t.yaml");
+  REQUIRE(t.ops[0].args.size() == 2);
+  CHECK(t.ops[0].args[1].tensors[0]->shape == std::vector<int64_t>{2, 3});
+}
+
 TEST_CASE("only regular files of at most the size limit are read, and the error says why") {
   auto error_reading = [](const std::string& path) {
     try {
