@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,7 +32,9 @@
 #include "backends/loader.h"
 #include "replay/case_json.h"
 #include "replay/cases.h"
+#include "replay/cuda_timer.h"
 #include "replay/integrity.h"
+#include "replay/memory.h"
 #include "replay/report_writers.h"
 #include "replay/runner.h"
 #include "replay/spent.h"
@@ -53,6 +56,8 @@ struct Options {
   double precision = 0.01;
   std::string gpus;
   double budget = 2.0, timeout = 300;
+  // 0: no limit. Unset (nullopt): the defaults, derived from the free memory (docs/replay.md, "Memory").
+  std::optional<uint64_t> max_case_bytes, worker_memory;
 };
 
 struct Usage : std::runtime_error {
@@ -174,6 +179,40 @@ CaseResult describe(const trace::TraceEntry& e, const std::string& variant, Stat
   return r;
 }
 
+// In a worker: limits what the process may allocate (--worker-memory, resolved by the parent) and
+// returns what one case may take (--max-case-bytes; 0: no limit). By default an eighth
+// (kCaseCopies) of the memory free to the worker: the least of its limit, the machine's available
+// memory and, on CUDA, the device's free memory.
+uint64_t worker_memory_limits(const Options& o, const c10::Device& device) {
+  const uint64_t limit = o.worker_memory.value_or(0);
+  if (limit) {
+    if (std::string why = limit_process_memory(limit); !why.empty())
+      std::cerr << "bbreplay: worker memory is not limited: " << why << "\n";
+  }
+  if (o.max_case_bytes) return *o.max_case_bytes;
+  uint64_t free = available_host_bytes();
+  if (limit && (free == 0 || limit < free)) free = limit;
+  if (device.is_cuda())
+    if (const uint64_t on_device = cuda_free_bytes(); on_device && (free == 0 || on_device < free)) free = on_device;
+  return free / kCaseCopies;
+}
+
+// A case whose values (inputs and results, known from meta tensors before anything is allocated) take
+// more than `budget`, skipped with that reason; nullopt for one that may run.
+std::optional<CaseResult> beyond_budget(const trace::TraceEntry& entry, const std::string& variant, uint64_t budget) {
+  if (budget == 0) return std::nullopt;
+  std::optional<uint64_t> bytes;
+  try {
+    bytes = case_bytes(bind_call(entry), variant);
+  } catch (const std::invalid_argument&) {  // (run_case says why the call cannot be bound)
+    return std::nullopt;
+  }
+  if (!bytes || *bytes <= budget) return std::nullopt;
+  return describe(entry, variant, Status::Skipped,
+                  "its inputs and results take " + format_bytes(*bytes) + ", more than the memory budget of a case (" +
+                      format_bytes(budget) + "; --max-case-bytes)");
+}
+
 int worker_main(const Options& o) {
   ::signal(SIGINT, SIG_IGN);  // bbreplay stops its workers itself
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a worker does not outlive a bbreplay that was killed
@@ -190,6 +229,7 @@ int worker_main(const Options& o) {
   Setup s = set_up(o, true);
   install_poisoning_allocator();
   s.run.policy = s.policy ? &*s.policy : nullptr;
+  const uint64_t case_budget = worker_memory_limits(o, s.run.device);
   if (::write(proto, ready.data(), ready.size()) != static_cast<ssize_t>(ready.size())) return 1;
   std::string line;
   while (std::getline(std::cin, line)) {  // "<entry index> <variant>"
@@ -202,7 +242,8 @@ int worker_main(const Options& o) {
     Spent::take();
     const auto start = std::chrono::steady_clock::now();
     try {
-      result = run_case(entry, c.variant, kernel, s.run);
+      if (auto too_large = beyond_budget(entry, c.variant, case_budget)) result = std::move(*too_large);
+      else result = run_case(entry, c.variant, kernel, s.run);
     } catch (const std::exception& e) {  // the harness's own failure: said, not hidden
       result = describe(entry, c.variant, Status::Skipped, std::string("bbreplay could not run this case: ") + e.what());
     }
@@ -545,6 +586,24 @@ int main(int argc, char** argv) {
                  "worker processes at once on one device, for --check-only (timed cases: --gpus, one worker per GPU)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  // Sizes: 123, 512K, 1.5G, 2T (binary units); 0: no limit.
+  auto bytes_option = [&app](const char* name, std::optional<uint64_t>& into, const char* help) {
+    app.add_option_function<std::string>(
+           name,
+           [&into, name](const std::string& v) {
+             into = parse_bytes(v);
+             if (!into) throw CLI::ValidationError(name, "expected a size such as 512M or 2G, got " + v);
+           },
+           help)
+        ->type_name("BYTES")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  };
+  bytes_option("--max-case-bytes", o.max_case_bytes,
+               "skip cases whose inputs and results take more (512M, 2G; 0: no limit; default: an eighth of the "
+               "memory free to a worker, on CUDA of the device's free memory too)");
+  bytes_option("--worker-memory", o.worker_memory,
+               "memory a worker process may allocate on the host; beyond it an allocation fails, and so does the "
+               "case (0: no limit; default: three quarters of the available memory, shared among the workers)");
   app.add_option("--json", o.json, "write the report as JSON");
   app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
   app.add_option("--markdown", o.markdown, "write the report as Markdown");
@@ -570,6 +629,9 @@ int main(int argc, char** argv) {
     worker_argv[0] = exe_path();
     worker_argv.push_back("--worker");
     const auto slots = worker_slots(o, s);
+    // Resolved once here, so that every worker has the same limit however much is free when it starts.
+    if (!o.worker_memory) o.worker_memory = available_host_bytes() / 4 * 3 / slots.size();
+    worker_argv.push_back("--worker-memory=" + std::to_string(*o.worker_memory));
     stop_on_signals();
     Report report = run_all(o, s, worker_argv, slots);
     std::cout << make_writer("console")->render(report);

@@ -197,4 +197,13 @@ std::unique_ptr<CudaTimer> make_cuda_timer(int device, const std::string& torch_
   return t;
 }
 
+uint64_t cuda_free_bytes() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();  // (not left for the next CUDA call to report)
+    return 0;
+  }
+  return free;
+}
+
 }  // namespace bb::replay

@@ -38,6 +38,9 @@ class CudaTimer {
 // done. False where this build has no CUDA parts or it failed (then nothing is poisoned).
 bool poison_cuda_cache(int device, uint8_t byte, size_t reserve);
 
+// Free memory of the current CUDA device (cudaMemGetInfo), 0 where unknown or this build has no CUDA.
+uint64_t cuda_free_bytes();
+
 // Null, with the reason in `why`, when device timing is unavailable. `torch_lib_dir`: where torch's
 // libcupti may be found.
 std::unique_ptr<CudaTimer> make_cuda_timer(int device, const std::string& torch_lib_dir, std::string* why);

@@ -43,6 +43,13 @@ std::string unreplayable(const BoundCall& call);
 // one shape, so that the call stays valid).
 bool variant_applies(const BoundCall& call, const std::string& variant);
 
+// The bytes a case's values take: its inputs' storages, each counted once, and its results' where
+// native's meta kernel can say what they are (results sharing an input's storage count nothing more;
+// without a meta kernel, results as large as the largest input are assumed).
+// Known before anything is allocated, from tensors that hold no data. nullopt when the inputs cannot
+// be made (the case says why when it runs). Saturates at UINT64_MAX.
+std::optional<uint64_t> case_bytes(const BoundCall& call, const std::string& variant);
+
 // Fresh input values for the call; the same options always give the same values. Throws
 // std::invalid_argument when the variant does not apply to this call.
 std::vector<c10::IValue> make_inputs(const BoundCall& call, const InputOptions& options);

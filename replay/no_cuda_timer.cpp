@@ -9,4 +9,6 @@ std::unique_ptr<CudaTimer> make_cuda_timer(int, const std::string&, std::string*
 
 bool poison_cuda_cache(int, uint8_t, size_t) { return false; }
 
+uint64_t cuda_free_bytes() { return 0; }
+
 }  // namespace bb::replay

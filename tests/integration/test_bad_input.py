@@ -1,4 +1,5 @@
 """Faults around the preload cost the program nothing: one stderr line at most, same results."""
+import json
 import os
 import shutil
 import unittest
@@ -162,11 +163,64 @@ class BadReplayOptions(TempDirTest):
         for args, says in ((["--jobs", "2"], "--check-only"),  # CPU timings side by side measure each other
                            (["--jobs", "0"], "--jobs"),
                            (["--gpus", "0", "--check-only"], "--device cuda"),
-                           (["--precision", "-1"], "--precision")):
+                                      (["--precision", "-1"], "--precision"),
+                           (["--max-case-bytes", "1X"], "--max-case-bytes"),
+                           (["--worker-memory", "-5G"], "--worker-memory")):
             with self.subTest(args=args):
                 r = run([BUILD / "bin" / "bbreplay", log, "--device", "cpu", *args], base_env())
                 self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
                 self.assertIn(says, r.stderr)
+
+
+class MemoryLimits(TempDirTest):
+    """Declared sizes are bounded before anything is allocated, and a worker's allocations by its limit."""
+
+    def replay(self, log, *args, expect_rc=0):
+        out = self.dir / "report.json"
+        r = run([BUILD / "bin" / "bbreplay", log, "--device", "cpu", "--variants", "traced", "--json", out, *args],
+                base_env(), timeout=900)
+        self.assertEqual(r.returncode, expect_rc, r.stdout + r.stderr)
+        return {(c["op"], c["signature"]): c for c in json.loads(out.read_text())["cases"]}
+
+    def test_cases_beyond_the_budget_are_skipped_up_front(self):
+        # [1e6, 1e6] attempted an 8 TB allocation in the worker; new_empty makes 4 TB from a 16-byte input.
+        log = self.dir / "huge.txt"
+        log.write_text("Operator: aten.relu.default\n"
+                       "cnt: 1, ((T([1000000, 1000000], f32),), {})\n"
+                       "cnt: 1, ((T([64, 64], f32),), {})\n"
+                       "Operator: aten.new_empty.default\n"
+                       "cnt: 1, ((T([4], f32), [1000000, 1000000]), {})\n")
+        cases = self.replay(log, "--check-only")
+        # relu has no meta kernel in C++ (torch's is in Python): its result is taken to be as large as its input.
+        for key, size in ((("aten::relu", "float32[1000000,1000000]@cuda"), "7.28 TiB"),
+                          (("aten::new_empty", "float32[4]@cuda, [1000000,1000000]"), "3.64 TiB")):
+            with self.subTest(case=key):
+                self.assertEqual(cases[key]["status"], "skipped", cases[key])
+                self.assertRegex(cases[key]["message"], rf"^its inputs and results take {size}, more than the "
+                                                        r"memory budget of a case \([\d.]+ [KMG]iB; --max-case-bytes\)$")
+        self.assertEqual(cases[("aten::relu", "float32[64,64]@cuda")]["status"], "passed")
+        # The budget is the option's: 16 KiB of input and 16 KiB of result are beyond 20K, not beyond 40K.
+        small = ("aten::relu", "float32[64,64]@cuda")
+        self.assertEqual(self.replay(log, "--check-only", "--max-case-bytes", "20K")[small]["status"], "skipped")
+        self.assertEqual(self.replay(log, "--check-only", "--max-case-bytes", "40K")[small]["status"], "passed")
+
+    def test_a_kernel_allocating_beyond_the_worker_limit_fails_its_case(self):
+        # The kernel takes 2 GiB on every call: with the worker limited to 1 GiB its allocation fails, the
+        # case with it, and the run goes on with the next case in a worker that is still alive.
+        log = self.dir / "relu.txt"
+        log.write_text("Operator: aten.relu.default\n"
+                       "cnt: 1, ((T([1000], f32),), {})\ncnt: 1, ((T([2000], f32),), {})\n")
+        cases = self.replay(log, "--backend", ROOT / "tests" / "backends" / "memory_hog", "--check-only",
+                            "--worker-memory", "1G", expect_rc=1)
+        for n in (1000, 2000):
+            c = cases[("aten::relu", f"float32[{n}]@cuda")]
+            self.assertEqual(c["status"], "failed", c)
+            self.assertIn("the kernel raised", c["message"])
+            self.assertRegex(c["message"], r"(?i)alloc")
+        # Under a limit it fits, the same kernel passes: the failure was the limit's.
+        cases = self.replay(log, "--backend", ROOT / "tests" / "backends" / "memory_hog", "--check-only",
+                            "--worker-memory", "6G")
+        self.assertEqual({c["status"] for c in cases.values()}, {"passed"})
 
 
 if __name__ == "__main__":

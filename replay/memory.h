@@ -1,0 +1,31 @@
+// Memory limits of a replay: how much one case may take, and how much a worker process may allocate
+// (docs/replay.md, "Memory"). Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace bb::replay {
+
+// A case holds its values several times over at its peak: native's and the kernel's inputs, copies kept
+// to check that inputs were left alone, results, the float64 reference, the timing pairs' fresh inputs.
+// Measured on the CPU (2026-12-01): a worker's peak was 5-5.5 times a case's inputs and results
+// (relu on float32[64,1024,1024], add on bfloat16, mm on bfloat16[4096,4096]); the default budget of
+// a case is the free memory divided by this, with a margin.
+constexpr uint64_t kCaseCopies = 8;
+
+// "123", "512K", "1.5G", "2T" (binary units, a trailing "B" or "iB" allowed); nullopt when not a size.
+std::optional<uint64_t> parse_bytes(const std::string& text);
+// "2.5 GiB", "512 MiB", "100 B".
+std::string format_bytes(uint64_t bytes);
+
+// The machine's available memory (MemAvailable of /proc/meminfo), 0 when unknown.
+uint64_t available_host_bytes();
+
+// Limits the memory this process may allocate (RLIMIT_DATA: heap and private mappings, which is where
+// torch's CPU tensors live) so that an allocation beyond it fails (c10 throws) instead of taking the
+// machine's memory. "" on success, else why not.
+std::string limit_process_memory(uint64_t bytes);
+
+}  // namespace bb::replay
