@@ -48,8 +48,10 @@ c10::DeviceType parse_device(const yaml::Reader& r, const YAML::Node& n) {
 
 std::pair<int64_t, int64_t> parse_range(const yaml::Reader& r, const YAML::Node& n, const char* what) {
   auto v = r.list<double>(n, "numbers");  // doubles so that 1e9 reads
-  if (v.size() != 2 || v[0] > v[1] || v[0] < 0)
-    r.fail(n, std::string(what) + " must be [min, max] with 0 <= min <= max");
+  // Written so that NaN fails too; 2^63 and above (.inf) do not convert to int64_t.
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63
+  if (v.size() != 2 || !(v[0] >= 0 && v[0] <= v[1] && v[1] < kLimit))
+    r.fail(n, std::string(what) + " must be [min, max] with 0 <= min <= max < 2^63");
   return {static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1])};
 }
 

@@ -10,8 +10,9 @@ set -euo pipefail
 BB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB_BUILD_DIR=${BB_BUILD_DIR:-$BB_ROOT/build}
 BB_TORCH_PIN="torch==2.11.0"
+# clang-14 and libclang-rt-14-dev: libFuzzer and the sanitizers for ctest's fuzz.* tests (tests/fuzz).
 BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev
-                 nlohmann-json3-dev)
+                 nlohmann-json3-dev clang-14 libclang-rt-14-dev)
 
 bb_say() { echo "[bbshim setup] $*" >&2; }
 

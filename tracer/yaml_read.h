@@ -26,7 +26,9 @@ class Reader {
     throw trace::FormatError(source_, mark.line + 1, mark.column + 1, message);
   }
 
+  // `map` may be any node: yaml-cpp's operator[] throws its own exception on a scalar.
   YAML::Node require(const YAML::Node& map, const char* key) const {
+    expect_map(map, key);
     YAML::Node n = map[key];
     if (!n) fail(map, std::string("missing key '") + key + "'");
     return n;
@@ -52,6 +54,7 @@ class Reader {
 
   template <class T>
   T optional(const YAML::Node& map, const char* key, T fallback, const char* expected) const {
+    expect_map(map, key);
     YAML::Node n = map[key];
     return n ? scalar<T>(n, expected) : fallback;
   }
@@ -103,6 +106,11 @@ class Reader {
   }
 
  private:
+  // A missing or empty map (an undefined or null node) is left to the caller: "missing key", or the fallback.
+  void expect_map(const YAML::Node& map, const char* key) const {
+    if (map && !map.IsMap() && !map.IsNull()) fail(map, std::string("expected a map with the key '") + key + "'");
+  }
+
   static std::string nested_too_deep() {
     return "nested deeper than the limit of " + std::to_string(trace::kMaxNesting) + " levels";
   }

@@ -1,6 +1,10 @@
 // Policy parsing (with the positions of errors), condition evaluation, tolerances, comparisons,
 // backend folder names.
 #include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 
 #include "backends/op_names.h"
 #include "catch.h"
@@ -64,7 +68,13 @@ TEST_CASE("policy errors say file, line, column and what is wrong") {
   CHECK(error_of("version: 1\nops:\n  aten::relu: {on_error: ignore}\n") ==
         "3:26: on_error 'ignore' is not fallback or raise");
   CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {rank: [4, 1]}}\n") ==
-        "3:29: rank must be [min, max] with 0 <= min <= max");
+        "3:29: rank must be [min, max] with 0 <= min <= max < 2^63");
+  // Beyond int64_t the conversion was undefined behaviour (found by tests/fuzz under UBSan); NaN passed.
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {numel: [0, 1e300]}}\n") ==
+        "3:30: numel must be [min, max] with 0 <= min <= max < 2^63");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {rank: [.nan, .nan]}}\n") ==
+        "3:29: rank must be [min, max] with 0 <= min <= max < 2^63");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {numel: [0, 9.2e18]}}\n") == "no error");
   CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {device: [gpu]}}\n") == "3:32: unknown device type 'gpu'");
   CHECK(error_of("version: 1\nops:\n  aten::relu: {when: {device: [cuda:1]}}\n") ==
         "3:32: device 'cuda:1': give a device type (cpu, cuda), not an index");
@@ -128,4 +138,24 @@ TEST_CASE("strict_strides is inherited from the default and set per op") {
   CHECK(p.find("aten::relu")->strict_strides);
   CHECK_FALSE(p.find("aten::add.Tensor")->strict_strides);
   CHECK(error_of("version: 1\ndefault: {strict_strides: maybe}\n").find("2:") == 0);
+}
+
+TEST_CASE("a policy section of a file that is not a map is an error, not a yaml-cpp exception") {
+  // Found by tests/fuzz (fuzz_policy): yaml-cpp's operator[] threw YAML::BadSubscript on a scalar root,
+  // which no caller catches (the preload catches FormatError only).
+  char path[] = "/tmp/bb_test_policy_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  for (const char* text : {"just text\n", "[1, 2]\n"}) {
+    { std::ofstream(path) << text; }
+    std::string error = "no error";
+    try {
+      load_policy_section(path, "policy");
+    } catch (const bb::trace::FormatError& e) {
+      error = std::string(e.what()).substr(std::string(path).size());
+    }
+    CHECK(error == ":1:1: expected a map with the key 'policy'");
+  }
+  std::remove(path);
 }

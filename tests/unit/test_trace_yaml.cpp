@@ -81,6 +81,9 @@ TEST_CASE("malformed YAML is reported with file, line and column") {
 
 TEST_CASE("semantic errors name the line, the column and what was expected") {
   CHECK(error_of("ops: []\n") == "1:1: missing key 'version'");
+  // A scalar where a map was expected threw yaml-cpp's BadSubscript, not a FormatError (found by tests/fuzz).
+  CHECK(error_of(std::string(kHeader) + "  - {op: aten::relu, count: 1, kernels: [x]}\n") ==
+        "4:42: expected a map with the key 'name'");
   CHECK(error_of("version: 7\nops: []\n") == "1:10: unsupported trace version 7 (this build reads 1)");
   CHECK(error_of(std::string(kHeader) + "  - {op: relu, count: 1}\n") ==
         "4:10: op name 'relu' has no namespace (aten::...)");
