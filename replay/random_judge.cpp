@@ -1,6 +1,7 @@
 #include "replay/random_judge.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
 #include <sstream>
@@ -226,9 +227,12 @@ void prepare_random_inputs(const BoundCall& call, std::vector<c10::IValue>& valu
   const int i = index_of(call, op->probabilities);
   if (i < 0 || !values[static_cast<size_t>(i)].isTensor()) return;
   const at::Tensor& t = values[static_cast<size_t>(i)].toTensor();
+  if (!t.defined() || t.is_meta()) return;
   at::Generator g = at::detail::createCPUGenerator(seed ^ 0x9e3779b97f4a7c15ULL);
   t.copy_(at::empty(t.sizes(), at::kDouble).uniform_(0, 1, g));
 }
+
+namespace {
 
 // What a case judged, for the report's `statistics` field.
 std::string judged_text(const RandomOp& op, int64_t traced, int64_t judged, int checks, bool second,

@@ -29,6 +29,8 @@ const std::vector<RandomOp>& random_ops() {
       {"aten::random_.to", D::Integers, "", "to", 0.0, NAN, "self", "", ""},
       {"aten::randint.low", D::Integers, "low", "high", NAN, NAN, "result", "size", ""},
       {"aten::randint", D::Integers, "", "high", 0.0, NAN, "result", "size", ""},
+      {"aten::randint_like", D::Integers, "", "high", 0.0, NAN, "result", "", ""},
+      {"aten::randint_like.low_dtype", D::Integers, "low", "high", NAN, NAN, "result", "", ""},
   };
   return table;
 }

@@ -840,8 +840,8 @@ std::string time_case(const BoundCall& bound, const std::string& variant, const 
 
 // A random op of replay/random_ops.h: judged by its properties (random_judge.h) with this runner's
 // calls and native-call watch, then timed like any op (without comparing the timed runs' values).
-CaseResult judge_random_case(const BoundCall& bound, const backends::LoadedKernel* kernel, const RunOptions& o,
-                             CaseResult r) {
+CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bound,
+                             const backends::LoadedKernel* kernel, const RunOptions& o, CaseResult r) {
   const RandomSides sides{[&](const BoundCall& b, uint64_t seed) { return inputs_for(b, o, seed, "traced"); },
                           [&](const BoundCall& b, const Values& in, bool k) {
                             Values args = copies(in);
@@ -850,6 +850,9 @@ CaseResult judge_random_case(const BoundCall& bound, const backends::LoadedKerne
   std::string why;
   try {
     const RandomVerdict v = judge_random(bound, sides, o.seed, r);
+    if (std::string there = traced_elsewhere(entry, o.device); v.status == Status::Invalid && !there.empty())
+      return with_status(r, Status::Skipped, "native on " + o.device.str() + " rejects this call, traced on " + there +
+                                                 ": " + v.message);
     if (v.status != Status::Passed) return with_status(r, v.status, v.message);
     r.status = Status::Passed;
     RunOptions unchecked = o;
@@ -912,7 +915,7 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   try {
     bound = bind_call(entry);
     if (std::string why = unreplayable(*bound); !why.empty())
-      return judged_by_properties(*bound) ? judge_random_case(*bound, kernel, o, r)
+      return judged_by_properties(*bound) ? judge_random_case(entry, *bound, kernel, o, r)
                                           : with_status(r, Status::Skipped, why);
     inputs = inputs_for(*bound, o, o.seed, variant);
   } catch (const std::invalid_argument& e) {
