@@ -106,23 +106,25 @@ std::string enlarge(BoundCall& call, const RandomOp& op, int64_t* traced) {
     std::vector<int64_t>& s = call.args[static_cast<size_t>(size)]->ints;
     *traced = numel(s);
     if (*traced >= stats::kDecidable) return "";
-    if (s.empty() || s[0] == 0) return "its result has no elements or no dimension to grow";
+    if (s.empty() || s[0] == 0) return "fewer than " + std::to_string(stats::kDecidable) + " elements, and a result of no elements or no dimension cannot grow";
     s[0] *= (stats::kDecidable + *traced - 1) / *traced;
     return "";
   }
   TensorMeta* shaped = shaped_tensor(call);
-  if (!shaped) return "no tensor gives the result's shape";
+  if (!shaped) return "no tensor argument gives the result's shape";
   const TensorMeta reference = *shaped;
   *traced = numel(reference.shape);
   if (*traced >= stats::kDecidable) return "";
-  if (reference.shape.empty() || reference.shape[0] == 0) return "its result has no elements or no dimension to grow";
+  if (reference.shape.empty() || reference.shape[0] == 0)
+    return "fewer than " + std::to_string(stats::kDecidable) + " elements, and a result of no elements or no dimension cannot grow";
   std::vector<int64_t> shape = reference.shape;
   shape[0] *= (stats::kDecidable + *traced - 1) / *traced;
   for (auto& a : call.args) {
     if (!a || a->kind != ArgKind::Tensor || !a->tensors[0] || a->tensors[0]->shape != reference.shape) continue;
     TensorMeta& t = *a->tensors[0];
     auto strides = dense_strides(t, shape);
-    if (!strides || t.offset != 0) return "a tensor of the traced layout is not dense, and growing it would change its layout";
+    if (!strides || t.offset != 0)
+      return "fewer than " + std::to_string(stats::kDecidable) + " elements, and a tensor of it is not dense: growing it would change its layout";
     t.shape = shape;
     t.stride = *strides;
     t.range.reset();
@@ -242,8 +244,7 @@ std::string judged_text(const RandomOp& op, int64_t traced, int64_t judged, int 
   if (op.distribution == Distribution::Dropout || op.distribution == Distribution::FusedDropout)
     s << ", dropped elements zero, kept ones scaled by 1/(1-p), the mask consistent with the output";
   if (!undecidable.empty()) {
-    s << "; statistics not decidable (" << undecidable << "; " << judged << " elements, fewer than "
-      << stats::kDecidable << ")";
+    s << "; statistics not decidable (" << undecidable << ")";
     return s.str();
   }
   s << "; statistically on " << judged << " elements";
