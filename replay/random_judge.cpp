@@ -280,9 +280,10 @@ RandomVerdict judge_random(const BoundCall& traced, const RandomSides& sides, ui
   if (undecidable.empty() && log_identical(model, n, probabilities) < std::log(alpha) && !again.empty() &&
       bitwise_equal({first.got[0]}, {again[0]})) {
     r.flags.push_back("cached-result");
-    return {Status::Failed, "two calls on the same inputs returned identical values, which an honest random kernel "
-                            "does but with a probability far below " + std::to_string(alpha) +
-                            " (a fixed seed, a constant mask or a cached result)"};
+    std::ostringstream s;
+    s << "two calls on the same inputs returned identical values, which an honest random kernel does with a "
+         "probability below " << alpha << " (a fixed seed, a mask that is the same on every call, a cached result)";
+    return {Status::Failed, s.str()};
   }
   if (!second) return {};
   Judged other = judge_once(varied, op, sides, seed + 1000003, alpha);
@@ -293,7 +294,10 @@ RandomVerdict judge_random(const BoundCall& traced, const RandomSides& sides, ui
   if (other.verdict.status != Status::Passed) {
     const Model m2 = model_of(varied, op);
     std::ostringstream s;
-    s << "with the parameters changed to (" << m2.a << ", " << m2.b << "): " << other.verdict.message;
+    s << "with the parameters changed to";
+    if (!op.first.empty() && std::isfinite(m2.a)) s << " " << op.first << " = " << m2.a;
+    if (!op.second.empty() && std::isfinite(m2.b)) s << " " << op.second << " = " << m2.b;
+    s << ": " << other.verdict.message;
     return {Status::Failed, s.str()};
   }
   return {};
