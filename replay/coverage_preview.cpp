@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iomanip>
+#include <sstream>
 
 #include "backends/op_names.h"
 #include "replay/judgeable.h"
@@ -22,6 +23,12 @@ bool deterministic(const trace::TraceEntry& e) {
   std::vector<std::pair<std::string, const trace::ArgValue*>> named;
   for (const auto& a : e.args) named.emplace_back(a.name, &a);
   return deterministic_by_arguments(named);
+}
+
+std::string share(double part, double whole) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << 100 * part / whole << "%";
+  return s.str();
 }
 
 }  // namespace
@@ -46,8 +53,8 @@ std::string reason_without_torch(const trace::TraceEntry& e) {
 std::vector<CoverageItem> coverage_items(const trace::Trace& t, const std::set<std::string>& kernels) {
   std::vector<CoverageItem> items;
   for (const auto& e : t.ops) {
-    const std::string why = kernels.count(e.op) ? short_reason(reason_without_torch(e)) : kNoKernel;
-    items.push_back({e.op, kernels.count(e.op) && reason_without_torch(e).empty() ? "" : why, e.count, traced_device_us(e)});
+    const std::string why = kernels.count(e.op) ? reason_without_torch(e) : kNoKernel;
+    items.push_back({e.op, why.empty() ? "" : short_reason(why), e.count, traced_device_us(e)});
   }
   return items;
 }
@@ -60,8 +67,7 @@ void print_coverage_preview(const trace::Trace& t, const std::string& dir, std::
   out << "  would have " << coverage_line(cov) << "\n";
   for (const auto& n : cov.not_judged)
     out << "    " << std::left << std::setw(44) << n.op << std::right << std::setw(10) << n.calls << " calls"
-        << (cov.device_us > 0 ? "  " + std::to_string(100 * n.device_us / cov.device_us).substr(0, 5) + "% of device time"
-                              : "")
+        << (cov.device_us > 0 ? "  " + share(n.device_us, cov.device_us) + " of device time" : "")
         << "  " << n.reason << "\n";
   std::set<std::string> random;
   for (const auto& e : t.ops)

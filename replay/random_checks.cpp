@@ -50,8 +50,21 @@ double quantile(const Model& m, double q) {
 
 constexpr double kQuantiles[] = {0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999};
 
+// Twice the unit roundoff of a floating-point dtype (0 for others): how far a bound held in it may lie
+// from the bound as a double.
+double relative_rounding(c10::ScalarType t) {
+  switch (t) {
+    case at::kDouble: return 0x1p-52;
+    case at::kFloat: return 0x1p-23;
+    case at::kHalf: return 0x1p-10;
+    case at::kBFloat16: return 0x1p-7;
+    default: return 0;
+  }
+}
+
 // Values outside the distribution's support, NaN included.
-std::string range_error(const Model& m, const at::Tensor& x) {
+std::string range_error(const Model& m, const at::Tensor& x, c10::ScalarType dtype) {
+  const double eps = relative_rounding(dtype);
   if (x.isnan().any().item<bool>()) return "NaN among the values";
   auto any = [&](const at::Tensor& bad) { return bad.any().item<bool>(); };
   std::ostringstream s;
@@ -60,9 +73,11 @@ std::string range_error(const Model& m, const at::Tensor& x) {
     case D::BernoulliTensor:
       if (any((x != 0) & (x != 1))) return "values other than 0 and 1";
       break;
-    case D::Uniform:
-      if (any((x < m.a) | (x > m.b))) s << "values outside [" << m.a << ", " << m.b << "]";
+    case D::Uniform: {  // (the bounds as the dtype holds them: float32 from = 0.416667 is below the double)
+      const double lo = m.a - std::fabs(m.a) * eps, hi = m.b + std::fabs(m.b) * eps;
+      if (any((x < lo) | (x > hi))) s << "values outside [" << m.a << ", " << m.b << "]";
       break;
+    }
     case D::Exponential:
     case D::LogNormal:
       if (any(x < 0)) s << "negative values";
@@ -71,7 +86,8 @@ std::string range_error(const Model& m, const at::Tensor& x) {
       if (any((x < 1) | (x != x.floor()))) s << "values that are not integers 1, 2, ...";
       break;
     case D::Integers:
-      if (any((x < m.a) | (x >= m.b) | (x != x.floor()))) s << "values that are not integers in [" << m.a << ", " << m.b << ")";
+      if (any((x < m.a) | (x >= m.b) | (x != x.floor())))
+        s << "values that are not integers in [" << m.a << ", " << m.b << ")";
       break;
     default: break;
   }
@@ -90,7 +106,8 @@ std::string quantile_counts(const Model& m, const at::Tensor& x, c10::ScalarType
     if (!std::isfinite(t)) continue;
     const int64_t under = (x < t).sum().item<int64_t>(), upto = (x <= t).sum().item<int64_t>();
     const double p_under = below(m, t), p_upto = at_most(m, t);
-    const auto hi = stats::binomial_interval(n, p_under, 2 * alpha), lo = stats::binomial_interval(n, p_upto, 2 * alpha);
+    const auto hi = stats::binomial_interval(n, p_under, 2 * alpha);
+    const auto lo = stats::binomial_interval(n, p_upto, 2 * alpha);
     std::ostringstream what;
     what << "values below " << t << " (the " << q << " quantile)";
     if (under > hi.hi) return stats::describe_count(what.str(), under, n, p_under, {0, hi.hi}, alpha);
@@ -118,7 +135,8 @@ std::string ones_per_probability(const at::Tensor& x, const at::Tensor& p, doubl
     if (std::fabs(ones - expected) > bound) {
       std::ostringstream s;
       s << "ones where the probability is " << (high ? "at least" : "below") << " 1/2: " << ones << " of " << n
-        << ", expected " << expected << " +- " << bound << " (Hoeffding's bound at a false-alarm rate of " << alpha << ")";
+        << ", expected " << expected << " +- " << bound << " (Hoeffding's bound at a false-alarm rate of " << alpha
+        << ")";
       return s.str();
     }
   }
@@ -175,7 +193,7 @@ std::string check_values(const Model& m, const at::Tensor& values, const at::Ten
   if (m.d == D::Dropout || m.d == D::FusedDropout)
     return dropout(m.d == D::Dropout ? 1 - m.a : m.a, values, mask, input, alpha);
   const at::Tensor x = values.to(at::kDouble).cpu().reshape(-1);
-  if (std::string bad = range_error(m, x); !bad.empty()) return bad;
+  if (std::string bad = range_error(m, x, values.scalar_type()); !bad.empty()) return bad;
   if (m.d == D::Bernoulli) return ones_count(x, m.a, alpha);
   if (m.d == D::BernoulliTensor)
     return ones_per_probability(x, probabilities.to(at::kDouble).cpu().expand(values.sizes()).reshape(-1), alpha);
@@ -191,7 +209,9 @@ double log_identical(const Model& m, int64_t n, const at::Tensor& probabilities)
     case D::FusedDropout: return count * pair(m.a);
     case D::BernoulliTensor: {
       const at::Tensor p = probabilities.to(at::kDouble).cpu();
-      return (p * p + (1 - p) * (1 - p)).log().sum().item<double>() * count / static_cast<double>(std::max<int64_t>(p.numel(), 1));
+      const double per_element = (p * p + (1 - p) * (1 - p)).log().sum().item<double>() /
+                                 static_cast<double>(std::max<int64_t>(p.numel(), 1));
+      return per_element * count;
     }
     case D::Geometric: return count * std::log(m.a / (2 - m.a));
     case D::Integers: return count * -std::log(m.b - m.a);

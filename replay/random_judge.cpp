@@ -101,12 +101,13 @@ std::optional<std::vector<int64_t>> dense_strides(const TensorMeta& t, const std
 // every tensor argument of the result's shape, each kept dense in its traced dimension order (a
 // contiguous input stays contiguous, a transposed or channels-last one stays so). "" or why not.
 std::string enlarge(BoundCall& call, const RandomOp& op, int64_t* traced) {
+  const std::string fewer = "fewer than " + std::to_string(stats::kDecidable) + " elements, and ";
   const int size = op.size.empty() ? -1 : index_of(call, op.size);
   if (size >= 0 && call.args[static_cast<size_t>(size)]) {
     std::vector<int64_t>& s = call.args[static_cast<size_t>(size)]->ints;
     *traced = numel(s);
     if (*traced >= stats::kDecidable) return "";
-    if (s.empty() || s[0] == 0) return "fewer than " + std::to_string(stats::kDecidable) + " elements, and a result of no elements or no dimension cannot grow";
+    if (s.empty() || s[0] == 0) return fewer + "a result of no elements or no dimension cannot grow";
     s[0] *= (stats::kDecidable + *traced - 1) / *traced;
     return "";
   }
@@ -116,7 +117,7 @@ std::string enlarge(BoundCall& call, const RandomOp& op, int64_t* traced) {
   *traced = numel(reference.shape);
   if (*traced >= stats::kDecidable) return "";
   if (reference.shape.empty() || reference.shape[0] == 0)
-    return "fewer than " + std::to_string(stats::kDecidable) + " elements, and a result of no elements or no dimension cannot grow";
+    return fewer + "a result of no elements or no dimension cannot grow";
   std::vector<int64_t> shape = reference.shape;
   shape[0] *= (stats::kDecidable + *traced - 1) / *traced;
   for (auto& a : call.args) {
@@ -124,7 +125,7 @@ std::string enlarge(BoundCall& call, const RandomOp& op, int64_t* traced) {
     TensorMeta& t = *a->tensors[0];
     auto strides = dense_strides(t, shape);
     if (!strides || t.offset != 0)
-      return "fewer than " + std::to_string(stats::kDecidable) + " elements, and a tensor of it is not dense: growing it would change its layout";
+      return fewer + "a tensor of it is not dense: growing it would change its layout";
     t.shape = shape;
     t.stride = *strides;
     t.range.reset();
