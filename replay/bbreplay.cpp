@@ -34,6 +34,7 @@
 #include "replay/cases.h"
 #include "replay/cuda_timer.h"
 #include "replay/integrity.h"
+#include "replay/judgeable.h"
 #include "replay/memory.h"
 #include "replay/report_writers.h"
 #include "replay/runner.h"
@@ -324,14 +325,6 @@ void stop_on_signals() {
   ::sigaction(SIGTERM, &a, nullptr);
 }
 
-// The device time the program spent in a signature's calls, scaled to all of them where the trace
-// timed a sample; 0 without device time.
-double traced_device_us(const trace::TraceEntry& e) {
-  if (!e.device_time || e.device_time->calls == 0) return 0;
-  return static_cast<double>(e.device_time->total_ns) / 1000.0 * static_cast<double>(e.count) /
-         static_cast<double>(e.device_time->calls);
-}
-
 // Native crashed, with no kernel of the backend running: a traced call is one the harness built
 // wrongly (its defect, never the kernel's); a variant's shapes or layout, made from the traced call,
 // are ones native's kernels do not take (cuDNN attention segfaults on a noncontiguous query), so the
@@ -456,7 +449,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
     const trace::TraceEntry& entry = s.trace.ops[e];
     const std::string why = g_stop && has_case[e]                ? "not run (interrupted)"
                             : has_case[e]                        ? "traced case not selected by --variants"
-                            : s.has_backend && o.ops.empty()     ? "no kernel in the backend"
+                            : s.has_backend && o.ops.empty()     ? kNoKernel
                                                                  : "not selected by --ops";
     NotJudged& n = missed[{entry.op, why}];
     n.op = entry.op;

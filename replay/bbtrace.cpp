@@ -1,5 +1,5 @@
 // bbtrace: look at and convert traces.
-//   bbtrace summary TRACE [--top N] [--signatures N]
+//   bbtrace summary TRACE [--top N] [--signatures N] [--backend DIR]
 //   bbtrace convert IN OUT [--to yaml|torchbench]
 // TRACE/IN may be a bbshim trace (YAML) or a TorchBench operator-input log; the format is read from
 // the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace) or a failed
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "replay/coverage_preview.h"
 #include "replay/torchbench.h"
 #include "replay/trace_summary.h"
 #include "tracer/trace_yaml.h"
@@ -47,13 +48,16 @@ int convert(const std::string& in, const std::string& out, std::string to) {
 int main(int argc, char** argv) {
   CLI::App app{"bbtrace: inspect and convert bbshim traces and TorchBench operator-input logs"};
   app.require_subcommand(1);
-  std::string path, out, to;
+  std::string path, out, to, backend;
   bb::replay::SummaryOptions options;
   CLI::App* summary = app.add_subcommand("summary", "print what a trace holds: ops, calls, signatures");
   summary->add_option("trace", path, "bbshim trace (bbtrace.yaml) or TorchBench operator-input log")->required();
   summary->add_option("--top", options.top, "how many ops to list, by calls")->capture_default_str();
   summary->add_option("--signatures", options.signatures, "also list this many signatures, by calls")
       ->capture_default_str();
+  summary->add_option("--backend", backend, "also say what share of the trace this backend folder would have "
+                                            "judged, and what not and why (before any replay)")
+      ->check(CLI::ExistingDirectory);
   CLI::App* conv = app.add_subcommand("convert", "convert between bbshim YAML and TorchBench operator-input logs");
   conv->add_option("in", path, "input: either format, recognized by content")->required();
   conv->add_option("out", out, "output file")->required();
@@ -67,7 +71,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (conv->parsed()) return convert(path, out, to);
-    bb::replay::print_summary(bb::replay::load_any_trace(path), path, options, std::cout);
+    const bb::trace::Trace trace = bb::replay::load_any_trace(path);
+    bb::replay::print_summary(trace, path, options, std::cout);
+    if (!backend.empty()) bb::replay::print_coverage_preview(trace, backend, std::cout);
   } catch (const bb::trace::FormatError& e) {
     std::cerr << "bbtrace: " << e.what() << "\n";
     return 2;

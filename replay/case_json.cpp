@@ -46,7 +46,8 @@ std::string case_to_json_line(const CaseResult& r) {
                       {"generated", timing(r.generated)},
                       {"unstable", r.unstable},
                       {"worker_s", r.worker_s},
-                      {"spent", r.spent}};
+                      {"spent", r.spent},
+                      {"statistics", r.statistics}};
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -70,6 +71,7 @@ CaseResult case_from_json_line(const std::string& line) {
     r.unstable = j.at("unstable");
     r.worker_s = j.at("worker_s");
     r.spent = j.at("spent").get<std::vector<std::pair<std::string, double>>>();
+    r.statistics = j.value("statistics", "");
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("malformed result line: ") + e.what());

@@ -10,6 +10,8 @@
 
 #include "backends/op_names.h"
 #include "replay/derived_args.h"
+#include "replay/judgeable.h"
+#include "replay/random_judge.h"
 #include "replay/spent.h"
 #include "tracer/names.h"
 
@@ -360,11 +362,8 @@ void inject_special_values(std::vector<c10::IValue>& values) {
 BoundCall bind_call(const trace::TraceEntry& entry) {
   auto [name, overload] = backends::split_op(entry.op);
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  if (!handle && name.find("_record_function") != std::string::npos)
-    throw std::invalid_argument("profiler bookkeeping (a record_function marker): it computes nothing");
-  if (!handle && name.rfind("aten::", 0) != 0)
-    throw std::invalid_argument(entry.op + " belongs to the library " + name.substr(0, name.find("::")) +
-                                ", which bbreplay does not load (not an ATen op)");
+  if (std::string why = bookkeeping(entry.op); !why.empty()) throw std::invalid_argument(why);
+  if (!handle && name.rfind("aten::", 0) != 0) throw std::invalid_argument(foreign_library(entry.op));
   if (!handle) throw std::invalid_argument("unknown op " + entry.op + " (not in this torch)");
   BoundCall call{*handle, {}};
   const auto& params = handle->schema().arguments();
@@ -382,36 +381,27 @@ BoundCall bind_call(const trace::TraceEntry& entry) {
   return call;
 }
 
-// Whether a call of an op tagged random is deterministic with its traced arguments: a dropout
-// probability of 0 (dropout, native_dropout, the attention ops' dropout_p) or training off (dropout,
-// rrelu_with_noise). By argument name, so that every op with such an argument is covered.
+// Whether a call of an op tagged random is deterministic with its traced arguments (judgeable.h).
 bool deterministic_here(const BoundCall& call) {
   const auto& params = call.op.schema().arguments();
-  for (size_t i = 0; i < params.size() && i < call.args.size(); ++i) {
-    const std::string& name = params[i].name();
-    const std::optional<ArgValue>& a = call.args[i];
-    const bool probability = name == "p" || name == "dropout_p";
-    if (probability && a && ((a->kind == ArgKind::Float && a->f == 0.0) || (a->kind == ArgKind::Int && a->i == 0)))
-      return true;
-    if ((name == "train" || name == "training") && a && a->kind == ArgKind::Bool && !a->b) return true;
-  }
-  return false;
+  std::vector<std::pair<std::string, const ArgValue*>> named;
+  for (size_t i = 0; i < params.size() && i < call.args.size(); ++i)
+    named.emplace_back(params[i].name(), call.args[i] ? &*call.args[i] : nullptr);
+  return deterministic_by_arguments(named);
 }
 
 std::string unreplayable(const BoundCall& call) {
   if (call.op.hasTag(at::Tag::nondeterministic_seeded) && !deterministic_here(call))
-    return "random op (its results depend on the generator's state, not only on its inputs)";
+    return std::string(kRandomOp) + " (its results depend on the generator's state, not only on its inputs)";
   for (const auto& p : call.op.schema().arguments())
-    if (p.real_type()->str().find("Generator") != std::string::npos) return "random op (takes a generator)";
-  for (const auto& a : call.args) {
-    if (!a) continue;
-    if (a->kind == ArgKind::Symbolic || a->kind == ArgKind::Other || a->kind == ArgKind::Generator)
-      return "argument " + a->name + " (" + to_string(a->kind) + ") cannot be rebuilt";
-    for (const auto& t : a->tensors)
-      if (t && (t->symbolic || t->layout != "strided")) return "argument " + a->name + " is a " +
-                                                                (t->symbolic ? "symbolic-shaped" : t->layout) +
-                                                                " tensor";
-  }
+    if (p.real_type()->str().find("Generator") != std::string::npos) return std::string(kRandomOp) + " (takes a generator)";
+  return unrebuildable(call);
+}
+
+std::string unrebuildable(const BoundCall& call) {
+  for (const auto& a : call.args)
+    if (a)
+      if (std::string why = unrebuildable_argument(*a); !why.empty()) return why;
   return "";
 }
 
@@ -504,6 +494,7 @@ std::vector<c10::IValue> make_inputs(const BoundCall& bound, const InputOptions&
   std::vector<c10::IValue> values;
   for (size_t i = 0; i < call.args.size(); ++i) values.push_back(maker.value(i));
   if (options.variant == "special-values") inject_special_values(values);
+  prepare_random_inputs(call, values, options.seed);  // probabilities in [0, 1) where an op takes them
   derive_arguments(call, values);  // pooling indices, saved statistics: from the forward op on these inputs
   return values;
 }

@@ -35,8 +35,13 @@ struct InputOptions {
   bool on_device = false;
 };
 
-// Why a call cannot be rebuilt (nondeterministic op, symbolic shapes, ...), or "".
+// Why a call cannot be rebuilt (nondeterministic op, symbolic shapes, ...), or "". A random op's
+// reason starts with kRandomOp (replay/judgeable.h); those in replay/random_ops.h are judged by their
+// properties all the same (replay/random_judge.h).
 std::string unreplayable(const BoundCall& call);
+
+// Why a call's arguments cannot be rebuilt (symbolic shapes, sparse tensors, opaque objects), or "".
+std::string unrebuildable(const BoundCall& call);
 
 // Whether a variant makes a different, meaningful case of this call (noncontiguous needs a contiguous
 // tensor to change, special-values a floating-point one; empty, scalar and odd-size need tensors of

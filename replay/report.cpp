@@ -111,43 +111,29 @@ Overall Report::overall() const {
   return all;
 }
 
-namespace {
-
-// A skip's reason, short: its message up to the first colon or parenthesis ("random op", "declined").
-std::string short_reason(const CaseResult& c) {
-  if (c.status == Status::Invalid) return "invalid (native rejects the call)";
-  std::string m = c.message.substr(0, c.message.find_first_of(":("));
+std::string short_reason(const std::string& message) {
+  std::string m = message.substr(0, message.find_first_of(":("));
   while (!m.empty() && m.back() == ' ') m.pop_back();
   return m.size() > 100 ? m.substr(0, 100) + "..." : m.empty() ? "skipped" : m;
 }
 
-}  // namespace
-
-Coverage Report::coverage() const {
+Coverage tally_coverage(const std::vector<CoverageItem>& items) {
   Coverage cov;
   std::map<std::pair<std::string, std::string>, NotJudged> missed;
-  auto miss = [&](const NotJudged& n) {
-    NotJudged& m = missed[{n.op, n.reason}];
-    m.op = n.op;
-    m.reason = n.reason;
-    m.calls += n.calls;
-    m.device_us += n.device_us;
-  };
-  for (const auto& c : cases) {
-    if (c.variant != "traced") continue;
+  for (const auto& c : items) {
     cov.calls += c.calls;
-    cov.device_us += c.traced_device_us;
-    if (c.status == Status::Skipped || c.status == Status::Invalid) {
-      miss({c.op, short_reason(c), c.calls, c.traced_device_us});
-    } else {
+    cov.device_us += c.device_us;
+    if (c.reason.empty()) {
       cov.judged_calls += c.calls;
-      cov.judged_device_us += c.traced_device_us;
+      cov.judged_device_us += c.device_us;
+      continue;
     }
-  }
-  for (const auto& n : meta.not_replayed) {
-    cov.calls += n.calls;
-    cov.device_us += n.device_us;
-    miss(n);
+    const std::string& reason = c.reason;
+    NotJudged& m = missed[{c.op, reason}];
+    m.op = c.op;
+    m.reason = reason;
+    m.calls += c.calls;
+    m.device_us += c.device_us;
   }
   for (auto& [key, n] : missed) cov.not_judged.push_back(n);
   const bool by_time = cov.device_us > 0;
@@ -155,6 +141,19 @@ Coverage Report::coverage() const {
     return by_time ? a.device_us > b.device_us : a.calls > b.calls;
   });
   return cov;
+}
+
+Coverage Report::coverage() const {
+  std::vector<CoverageItem> items;
+  for (const auto& c : cases) {
+    if (c.variant != "traced") continue;
+    std::string reason;  // a traced case judged when it reached a verdict
+    if (c.status == Status::Invalid) reason = "invalid (native rejects the call)";
+    else if (c.status == Status::Skipped) reason = short_reason(c.message);
+    items.push_back({c.op, reason, c.calls, c.traced_device_us});
+  }
+  for (const auto& n : meta.not_replayed) items.push_back({n.op, n.reason, n.calls, n.device_us});
+  return tally_coverage(items);
 }
 
 bool Report::all_passed() const {

@@ -47,6 +47,9 @@ struct CaseResult {
   // The device time the traced program spent in this signature's calls (the trace's, scaled to every
   // call where timing was sampled); 0 where the trace has none.
   double traced_device_us = 0;
+  // A random op judged by its properties (replay/random_judge.h): what was judged, statistically or
+  // not and why; "" for every other case.
+  std::string statistics;
 
   // native / generated median time: only for a passed, unflagged case timed both ways with stable times
   // (Report::speedup also withholds it when another case of the op was flagged).
@@ -77,6 +80,19 @@ struct Coverage {
   double device_us = 0, judged_device_us = 0;  // 0: the trace has no device time
   std::vector<NotJudged> not_judged;           // largest share first
 };
+
+// One traced signature's share of the program and whether it was (or would be) judged: what both
+// bbreplay's coverage and `bbtrace summary --backend` add up (tally_coverage).
+struct CoverageItem {
+  std::string op;
+  std::string reason;  // why it was not judged, short (short_reason); "" when it was judged
+  uint64_t calls = 0;
+  double device_us = 0;
+};
+Coverage tally_coverage(const std::vector<CoverageItem>& items);
+
+// A reason, short: up to its first colon or parenthesis ("random op", "declined").
+std::string short_reason(const std::string& message);
 
 struct ReportMeta {
   std::string tool;      // bbreplay <version>

@@ -18,6 +18,12 @@ std::string first_line(const std::string& m) {
   return m.substr(0, nl) + " [" + std::to_string(more) + " more lines in the JSON report]";
 }
 
+std::string md_cell(const std::string& v) {
+  std::string out;
+  for (char c : v) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
 std::string fixed(double v, int digits = 2) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -64,9 +70,8 @@ std::string overall_line(const Overall& o) {
 
 std::string percent(double part, double whole) { return fixed(whole > 0 ? 100 * part / whole : 0, 1) + "%"; }
 
-// "judged 97.3% of the traced calls (...), 95.1% of the traced device time; not judged, largest
-// first: op (reason) share, ..." (the five largest).
-std::string coverage_line(const Coverage& c) {
+// (the five largest shares)
+std::string coverage_text(const Coverage& c) {
   std::ostringstream s;
   s << "judged " << percent(static_cast<double>(c.judged_calls), static_cast<double>(c.calls))
     << " of the traced calls (" << c.judged_calls << " of " << c.calls << ")";
@@ -80,6 +85,22 @@ std::string coverage_line(const Coverage& c) {
                   : percent(static_cast<double>(n.calls), static_cast<double>(c.calls)) + " of calls");
   }
   if (c.not_judged.size() > 5) s << ", and " << c.not_judged.size() - 5 << " more";
+  return s.str();
+}
+
+}  // namespace
+
+std::string coverage_line(const Coverage& c) { return coverage_text(c); }
+
+namespace {
+
+// The random ops' cases judged by their properties, one line each ("" when there are none).
+std::string statistics_lines(const Report& r, const char* bullet, bool markdown) {
+  std::ostringstream s;
+  for (const auto& c : r.cases)
+    if (!c.statistics.empty())
+      s << bullet << (markdown ? "`" + c.op + "`" : c.op) << " (" << (markdown ? md_cell(c.signature) : c.signature)
+        << "): " << (markdown ? md_cell(c.statistics) : c.statistics) << "\n";
   return s.str();
 }
 
@@ -160,6 +181,8 @@ class JsonWriter : public ReportWriter {
                             {"unstable", c.unstable.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.unstable)},
                             {"speedup", sp ? nlohmann::ordered_json(*sp) : nullptr},
                             {"traced_device_us", c.traced_device_us},
+                            {"statistics", c.statistics.empty() ? nlohmann::ordered_json(nullptr)
+                                                                : nlohmann::ordered_json(c.statistics)},
                             {"wall_s", c.wall_s},
                             {"spent", spent_json(c)}});
     }
@@ -199,11 +222,6 @@ class CsvWriter : public ReportWriter {
   }
 };
 
-std::string md_cell(const std::string& v) {
-  std::string out;
-  for (char c : v) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
-  return out;
-}
 
 void problems(const Report& r, std::ostream& s, bool markdown) {
   bool any = false;
@@ -241,6 +259,8 @@ class MarkdownWriter : public ReportWriter {
         << speedup_text(o) << " |\n";
     s << "\n**Overall**: " << overall_line(r.overall()) << "\n";
     s << "\n**Coverage**: " << md_cell(coverage_line(r.coverage())) << "\n";
+    if (std::string random = statistics_lines(r, "- ", true); !random.empty())
+      s << "\n**Random ops judged by their properties**:\n\n" << random;
     if (!m.interrupted.empty()) s << "\n**Interrupted**: " << m.interrupted << "\n";
     problems(r, s, true);
     return s.str();
@@ -261,6 +281,8 @@ class ConsoleWriter : public ReportWriter {
         << "  " << join(o.flags, ",") << "\n";
     s << overall_line(r.overall()) << "\n";
     s << coverage_line(r.coverage()) << "\n";
+    if (std::string random = statistics_lines(r, "  ", false); !random.empty())
+      s << "random ops judged by their properties:\n" << random;
     if (!r.meta.interrupted.empty()) s << "INTERRUPTED: " << r.meta.interrupted << "\n";
     problems(r, s, false);
     return s.str();

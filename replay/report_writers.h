@@ -18,4 +18,8 @@ class ReportWriter {
 // nullptr for an unknown format.
 std::unique_ptr<ReportWriter> make_writer(const std::string& format);
 
+// The coverage line every report has (and `bbtrace summary --backend`): "judged 97.3% of the traced
+// calls (...), 95.1% of the traced device time; not judged, largest first: op (reason) share, ...".
+std::string coverage_line(const Coverage& c);
+
 }  // namespace bb::replay

@@ -23,6 +23,7 @@
 #include "policy/native_watch.h"
 #include "replay/cuda_timer.h"
 #include "replay/integrity.h"
+#include "replay/random_judge.h"
 #include "replay/spent.h"
 #include "replay/trace_summary.h"
 #include "tracer/names.h"
@@ -837,6 +838,37 @@ std::string time_case(const BoundCall& bound, const std::string& variant, const 
   return "";
 }
 
+// A random op of replay/random_ops.h: judged by its properties (random_judge.h) with this runner's
+// calls and native-call watch, then timed like any op (without comparing the timed runs' values).
+CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bound,
+                             const backends::LoadedKernel* kernel, const RunOptions& o, CaseResult r) {
+  const RandomSides sides{[&](const BoundCall& b, uint64_t seed) { return inputs_for(b, o, seed, "traced"); },
+                          [&](const BoundCall& b, const Values& in, bool k) {
+                            Values args = copies(in);
+                            return call(b.op, k ? kernel : nullptr, args, o.device, "a call judged by its properties");
+                          }};
+  std::string why;
+  try {
+    const RandomVerdict v = judge_random(bound, sides, o.seed, r);
+    if (std::string there = traced_elsewhere(entry, o.device); v.status == Status::Invalid && !there.empty())
+      return with_status(r, Status::Skipped, "native on " + o.device.str() + " rejects this call, traced on " + there +
+                                                 ": " + v.message);
+    if (v.status != Status::Passed) return with_status(r, v.status, v.message);
+    r.status = Status::Passed;
+    RunOptions unchecked = o;
+    unchecked.check = false;
+    if (o.time) why = time_case(bound, "traced", kernel, {}, unchecked, r);
+  } catch (const bb::Decline& d) {
+    return with_status(r, Status::Skipped, std::string("declined: ") + d.what());
+  } catch (const NativeCallSeen& e) {
+    r.flags.push_back("native-call");
+    why = e.what();
+  } catch (const std::exception& e) {
+    why = std::string("the kernel raised: ") + e.what();
+  }
+  return why.empty() ? r : with_status(r, Status::Failed, why);
+}
+
 }  // namespace
 
 void report_phases_to(int fd, const std::string& prefix) {
@@ -882,7 +914,9 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   Values inputs;
   try {
     bound = bind_call(entry);
-    if (std::string why = unreplayable(*bound); !why.empty()) return with_status(r, Status::Skipped, why);
+    if (std::string why = unreplayable(*bound); !why.empty())
+      return judged_by_properties(*bound) ? judge_random_case(entry, *bound, kernel, o, r)
+                                          : with_status(r, Status::Skipped, why);
     inputs = inputs_for(*bound, o, o.seed, variant);
   } catch (const std::invalid_argument& e) {
     return with_status(r, Status::Skipped, e.what());

@@ -69,6 +69,12 @@ std::string arg_text(const trace::ArgValue& a) {
 
 }  // namespace
 
+double traced_device_us(const trace::TraceEntry& e) {
+  if (!e.device_time || e.device_time->calls == 0) return 0;
+  return static_cast<double>(e.device_time->total_ns) / 1000.0 * static_cast<double>(e.count) /
+         static_cast<double>(e.device_time->calls);
+}
+
 std::string signature_text(const trace::TraceEntry& e) {
   std::ostringstream s;
   bool first = true;

@@ -15,6 +15,10 @@ struct SummaryOptions {
 // A signature in one line: tensors as dtype[shape], lists and scalars as values.
 std::string signature_text(const trace::TraceEntry& entry);
 
+// The device time the program spent in a signature's calls, scaled to all of them where the trace
+// timed a sample; 0 without device time.
+double traced_device_us(const trace::TraceEntry& entry);
+
 void print_summary(const trace::Trace& trace, const std::string& source, const SummaryOptions& options,
                    std::ostream& out);
 

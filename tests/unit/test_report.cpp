@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "catch.h"
 #include "replay/report_writers.h"
 
@@ -155,4 +157,20 @@ TEST_CASE("each writer's output matches its golden file") {
     FAIL("BB_UPDATE_GOLDEN is set: rewrote" << rewritten
                                             << "\nreview them (git diff) and commit them, then run without "
                                                "BB_UPDATE_GOLDEN");
+}
+
+TEST_CASE("a random op's case says what was judged, in every writer") {
+  Report r = sample_report();
+  CaseResult c = passed("aten::bernoulli_.float", "float32[16], 0.3", 2, 1.0, 1.0);
+  c.statistics = "judged by its properties: ...; statistically on 262144 elements";
+  r.cases.push_back(c);
+  for (const char* format : {"console", "markdown"}) {
+    const std::string out = make_writer(format)->render(r);
+    CHECK(out.find("andom ops judged by their properties") != std::string::npos);  // (R in Markdown)
+    CHECK(out.find("statistically on 262144 elements") != std::string::npos);
+  }
+  const auto j = nlohmann::json::parse(make_writer("json")->render(r));
+  CHECK(j["cases"].back()["statistics"] == c.statistics);
+  CHECK(j["cases"].front()["statistics"].is_null());
+  CHECK(make_writer("console")->render(sample_report()).find("random ops judged") == std::string::npos);
 }
