@@ -103,6 +103,27 @@ def synthetic_report():
     return bbcompare.build_report(args, ["native", "routed", "shadow"], runs)
 
 
+class Analysis(unittest.TestCase):
+    """The report made from those runs: what the pages draw."""
+
+    def test_report_of_synthetic_runs(self):
+        rep = synthetic_report()
+        self.assertEqual([o["op"] for o in rep["ops"]], ["aten::addmm", "aten::relu", "aten::mul.Tensor"])
+        self.assertEqual([o["routed"]["gain_ns"] for o in rep["ops"]], [-120000, 30000, 0])
+        self.assertEqual(rep["routing"]["routed_calls"], 58)
+        self.assertEqual(rep["routing"]["ops"]["aten::relu"]["declined"], 2)
+        self.assertEqual(rep["shadow"]["aten::addmm"]["first_mismatch_call"], 7)
+        self.assertEqual(rep["shadow"]["aten::addmm"]["max_abs"], 0.002)
+        self.assertIsNone(rep["shadow"]["aten::relu"]["first_mismatch_call"])
+        e2e = rep["end_to_end"]
+        self.assertEqual(e2e["routed"]["succeeded"], 1)  # its second run crashed
+        self.assertAlmostEqual(e2e["routed"]["wall_speedup"]["median"], 2.05 / 2.3)
+        self.assertAlmostEqual(e2e["routed"]["device_speedup"]["median"], 495000 / 585000)
+        self.assertTrue(rep["metrics"][0]["compared"]["routed"]["matches"])
+        self.assertIn("routed run 2: killed by SIGABRT", rep["problems"])
+        self.assertIn("shadow mismatches in aten::addmm", rep["problems"])
+
+
 @unittest.skipIf(missing() and not os.environ.get("CI"), missing())
 class Pages(TempDirTest):
     def test_compare_page_renders(self):
