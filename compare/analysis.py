@@ -195,4 +195,6 @@ def _fold_ops(sigs, modes):
             n, r = o["native"]["device_ns"], o[m]["device_ns"]
             o[m]["gain_ns"] = (n or 0) - (r or 0) if (n is not None or r is not None) else None
     order = "routed" if "routed" in modes else modes[-1]
-    return sorted(ops.values(), key=lambda o: -abs(o[order].get("gain_ns") or 0))
+    # Most time moved first, either way; without device time (CPU), the most routed calls first.
+    return sorted(ops.values(), key=lambda o: (-abs(o[order].get("gain_ns") or 0), -(o[order]["routed"] or 0),
+                                               -(o["native"]["calls"] or 0)))
