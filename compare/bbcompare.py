@@ -75,7 +75,7 @@ def check_args(p, args):
         p.error(f"--backend {args.backend}: not a folder")
     if args.policy and not Path(args.policy).is_file():
         p.error(f"--policy {args.policy}: not a file")
-    if args.shadow and not args.backend and not (runner.read_yaml(args.policy) or {}).get("backend"):
+    if args.shadow and not args.backend and not runner.policy_backend(args.policy):
         p.error("--shadow needs --backend or a policy with a backend: key")
     if args.runs < 1:
         p.error("--runs must be at least 1")

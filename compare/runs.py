@@ -137,11 +137,17 @@ def mode_settings(args, workdir):
     return modes
 
 
+def policy_backend(policy):
+    """The backend: key of a policy file, or None (no file, not a map, no key: the preload says why)."""
+    data = read_yaml(policy) if policy else None
+    return data.get("backend") if isinstance(data, dict) and isinstance(data.get("backend"), str) else None
+
+
 def routed_backend(args):
     """The folder the routed run loads: --backend, else the policy's backend: key (relative to it)."""
     if args.backend:
         return str(Path(args.backend).resolve())
-    named = (read_yaml(args.policy) or {}).get("backend") if args.policy else None
+    named = policy_backend(args.policy)
     return str((Path(args.policy).resolve().parent / named).resolve()) if isinstance(named, str) else None
 
 
