@@ -13,20 +13,24 @@ BB_TORCH_PIN="torch==2.11.0"
 # clang-14 and libclang-rt-14-dev: libFuzzer and the sanitizers for ctest's fuzz.* tests (tests/fuzz).
 BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev
                  nlohmann-json3-dev clang-14 libclang-rt-14-dev)
+BB_TEST_APT_PACKAGES=(chromium)    # the tests open bbcompare's pages in a headless browser
+BB_PLOTLY_PIN="plotly==6.5.0"      # bbcompare --html draws its plots with plotly's bundled plotly.js
 
 bb_say() { echo "[bbshim setup] $*" >&2; }
 
-bb_missing_apt() {
+bb_missing_apt() {  # $@: packages
   local p
-  for p in "${BB_APT_PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
   done
 }
 
-bb_install_apt() {
-  command -v dpkg-query >/dev/null || { bb_say "not a Debian system: install ${BB_APT_PACKAGES[*]} yourself"; return; }
+bb_install_apt() {  # $@: packages (default: BB_APT_PACKAGES)
+  local pkgs=("$@")
+  [ ${#pkgs[@]} -eq 0 ] && pkgs=("${BB_APT_PACKAGES[@]}")
+  command -v dpkg-query >/dev/null || { bb_say "not a Debian system: install ${pkgs[*]} yourself"; return; }
   local missing
-  missing=$(bb_missing_apt | tr '\n' ' ')
+  missing=$(bb_missing_apt "${pkgs[@]}" | tr '\n' ' ')
   [ -z "$missing" ] && return
   if [ "${BB_NO_INSTALL:-0}" = 1 ]; then
     bb_say "not installing $missing (BB_NO_INSTALL=1); CMake must find them elsewhere"
@@ -55,7 +59,7 @@ bb_choose_python() {
   else
     [ "${BB_NO_INSTALL:-0}" = 1 ] && { bb_say "no python3 with $BB_TORCH_PIN and BB_NO_INSTALL=1"; exit 1; }
     if ! python3 -m venv --help >/dev/null 2>&1; then
-      BB_APT_PACKAGES=(python3-venv) bb_install_apt
+      bb_install_apt python3-venv
     fi
     bb_say "creating $BB_ROOT/.venv"
     python3 -m venv "$BB_ROOT/.venv"
@@ -66,7 +70,25 @@ bb_choose_python() {
     bb_say "installing $BB_TORCH_PIN, numpy and PyYAML into $BB_PY (a few minutes the first time)"
     "$BB_PY" -m pip install -q --disable-pip-version-check "$BB_TORCH_PIN" numpy pyyaml
   fi
+  bb_install_plotly
   bb_say "python: $BB_PY ($("$BB_PY" -c 'import torch; print("torch", torch.__version__)'))"
+}
+
+# plotly for bbcompare's pages, into the chosen Python unless it was given (BB_PYTHON) or nothing may be
+# installed; a failure only costs --html.
+bb_install_plotly() {
+  "$BB_PY" -c 'import plotly' 2>/dev/null && return
+  if [ -n "${BB_PYTHON:-}" ] || [ "${BB_NO_INSTALL:-0}" = 1 ]; then
+    bb_say "$BB_PY has no plotly: bbcompare --html will not work (pip install $BB_PLOTLY_PIN)"
+    return
+  fi
+  "$BB_PY" -m pip install -q --disable-pip-version-check "$BB_PLOTLY_PIN" ||
+    bb_say "could not install $BB_PLOTLY_PIN: bbcompare --html will not work"
+}
+
+# What only the tests need: Chromium (Debian's) for the page tests.
+bb_install_test_tools() {
+  bb_install_apt "${BB_TEST_APT_PACKAGES[@]}"
 }
 
 bb_build() {

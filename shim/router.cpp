@@ -32,6 +32,8 @@ struct OpStats {
   std::mutex mu;
   std::string first_decline, first_error, first_native_call;
   std::vector<std::string> mismatches;  // the first kMismatchesKept, as text
+  double max_abs = 0, max_rel = 0;      // shadow mode: largest errors over every compared call
+  uint64_t first_mismatch_call = 0;     // shadow mode: which compared call (1-based) first left tolerance
 };
 
 struct Route;
@@ -194,7 +196,7 @@ struct Route final : c10::OperatorKernel {
     native(op, ks, stack);  // the program continues with these results
     const Stack my_args = mine;  // the same tensors the kernel gets
     if (call_generated(op, ks, &mine) != Outcome::Routed) return;
-    stats.shadowed.fetch_add(1, std::memory_order_relaxed);  // compared
+    const uint64_t call = stats.shadowed.fetch_add(1, std::memory_order_relaxed) + 1;  // compared
     Bypass bypass;
     at::RecordFunctionGuard untraced(false);
     auto tol = [this](c10::ScalarType t) { return policy::tolerance_for(*policy, rule, t); };
@@ -204,11 +206,15 @@ struct Route final : c10::OperatorKernel {
       m = policy::Mismatch{"count", std::to_string(mine.size()) + " outputs, native gave " + std::to_string(outputs)};
     }
     if (!m) m = integrity(op.schema(), inputs, Stack(stack->begin() + base, stack->end()), my_args, mine);
+    policy::ErrorStats errors;
     for (size_t k = 0; !m && k < outputs; ++k)
-      m = policy::compare_values((*stack)[base + k], mine[k], tol, "output " + std::to_string(k));
+      m = policy::compare_values((*stack)[base + k], mine[k], tol, "output " + std::to_string(k), &errors);
+    std::lock_guard<std::mutex> lock(stats.mu);
+    stats.max_abs = std::max(stats.max_abs, errors.max_abs);
+    stats.max_rel = std::max(stats.max_rel, errors.max_rel);
     if (!m) return;
     stats.mismatched.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(stats.mu);
+    if (!stats.first_mismatch_call || call < stats.first_mismatch_call) stats.first_mismatch_call = call;
     if (stats.mismatches.size() < kMismatchesKept) stats.mismatches.push_back("(" + args_text(inputs) + ") " + m->detail);
   }
 
@@ -311,6 +317,10 @@ std::string routing_summary() {
     if (!st.first_native_call.empty())
       notes << "  " << r->kernel.op << ": kernel calls " << st.first_native_call << "\n";
     for (const auto& m : st.mismatches) notes << "  " << r->kernel.op << " shadow mismatch " << m << "\n";
+    if (r->rule.mode == policy::Mode::Shadow && st.shadowed.load())
+      notes << "  " << r->kernel.op << ": shadow largest error: abs " << st.max_abs << ", rel " << st.max_rel
+            << "; first out of tolerance: "
+            << (st.first_mismatch_call ? "compared call " + std::to_string(st.first_mismatch_call) : "none") << "\n";
   }
   s << "  (unmet: the policy's condition was false; passed: meta/fake/sparse/quantized inputs; native: the "
        "kernel called the op it replaces or another compute op, and native ran)\n";

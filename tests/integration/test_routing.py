@@ -92,6 +92,9 @@ class Routing(TempDirTest):
         self.assertEqual((row["mode"], row["mismatch"]), ("shadow", "1/1"))
         self.assertRegex(s, r"aten::exp shadow mismatch \(float32\[9\]\) output 0: float32\[9\]: \d+ of 9 elements "
                             r"differ; first at flat index \d+ \(expected [\d.e+-]+, got [\d.e+-]+\); max abs error")
+        # The largest error over every compared call, and which compared call first left tolerance.
+        self.assertRegex(s, r"aten::exp: shadow largest error: abs (?!0,)[\d.e+-]+, rel (?!0;)[\d.e+-]+; "
+                            r"first out of tolerance: compared call 1\n")
 
     def test_a_result_in_an_inputs_memory_is_refused_when_routed(self):
         # clone returning its input: the program would write into what it cloned from.
