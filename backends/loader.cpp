@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "backends/op_names.h"
+#include "tracer/format/op_name.h"
 
 namespace bb::backends {
 namespace {
@@ -64,7 +65,7 @@ void load_library(const KernelDir& dir, const std::string& so, std::set<std::str
 }  // namespace
 
 std::string routing_obstacle(const std::string& op, std::optional<c10::OperatorHandle>* handle) {
-  auto [name, overload] = split_op(op);
+  auto [name, overload] = trace::split_op(op);
   auto found = c10::Dispatcher::singleton().findSchema({name, overload});
   if (!found) return "unknown op (no such overload in this torch)";
   if (found->hasKernelForDispatchKey(c10::DispatchKey::BackendSelect))

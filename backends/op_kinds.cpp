@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/op_names.h"
+#include "tracer/format/op_name.h"
 
 namespace bb::backends {
 namespace {
@@ -52,7 +53,7 @@ bool same_work(const std::string& a, const std::string& b) {
 }
 
 bool classify(const std::string& op) {
-  auto [name, overload] = backends::split_op(op);
+  auto [name, overload] = trace::split_op(op);
   if (name.rfind("aten::", 0) != 0 || allowed_names().count(name)) return true;
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
   return !handle || is_view(handle->schema());
@@ -70,7 +71,7 @@ bool is_plumbing_op(const std::string& op) {
 }
 
 bool is_plumbing_for(const std::string& kernel_op, const std::string& op) {
-  return is_plumbing_op(op) && !same_work(split_op(kernel_op).first, split_op(op).first);
+  return is_plumbing_op(op) && !same_work(trace::base_name(kernel_op), trace::base_name(op));
 }
 
 }  // namespace bb::backends

@@ -14,7 +14,4 @@ std::optional<std::string> op_from_folder(const std::string& folder);
 // "aten::add.Tensor" -> "add__Tensor"; "aten::relu" -> "relu__default".
 std::string folder_from_op(const std::string& op);
 
-// "aten::add.Tensor" -> {"aten::add", "Tensor"}; "aten::relu" -> {"aten::relu", ""}.
-std::pair<std::string, std::string> split_op(const std::string& op);
-
 }  // namespace bb::backends

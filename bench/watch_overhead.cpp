@@ -1,4 +1,4 @@
-// What the native-call watch (policy/native_watch.h) adds to a kernel's call, from C++: bbreplay
+// What the native-call watch (policy/verify/native_watch.h) adds to a kernel's call, from C++: bbreplay
 // watches every call of a kernel under test, timed runs included, so this is the most it can add to
 // a CPU kernel's measured time. Kernels that call 1 and 8 plumbing ops (allocation, views), on a tiny
 // and on a 64x1024 float32 input, timed with and without a watch, interleaved, best of 7 rounds; with a
@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "policy/native_watch.h"
+#include "policy/verify/native_watch.h"
 
 namespace {
 
@@ -42,14 +42,14 @@ const std::string kOp = "aten::relu";
 void row(const char* what, const at::Tensor& x, int extra, long n, bool outer) {
   auto bare = [&] { relu_kernel(x, extra); };
   auto watched = [&] {
-    bb::policy::NativeCallWatch watch(kOp);
+    bb::verify::NativeCallWatch watch(kOp);
     relu_kernel(x, extra);
     if (!watch.first().empty()) std::abort();
   };
   double best_bare = 1e30, best_watched = 1e30;
   for (int round = 0; round < 7; ++round) {  // interleaved: drift hits both alike
     best_bare = std::min(best_bare, ns_per_call(bare, n));
-    std::optional<bb::policy::NativeCallWatch> around;
+    std::optional<bb::verify::NativeCallWatch> around;
     if (outer) around.emplace(kOp);
     best_watched = std::min(best_watched, ns_per_call(watched, n));
   }

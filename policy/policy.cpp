@@ -8,7 +8,7 @@
 
 #include "backends/loader.h"
 #include "tracer/names.h"
-#include "tracer/yaml_read.h"
+#include "tracer/format/yaml_read.h"
 
 namespace bb::policy {
 namespace {
@@ -73,13 +73,13 @@ Condition parse_when(const yaml::Reader& r, const YAML::Node& n) {
   return c;
 }
 
-void parse_tolerance(const yaml::Reader& r, const YAML::Node& n, std::map<c10::ScalarType, Tolerance>& out) {
+void parse_tolerance(const yaml::Reader& r, const YAML::Node& n, std::map<c10::ScalarType, verify::Tolerance>& out) {
   if (!n.IsMap()) r.fail(n, "expected 'tolerance' to map dtypes to {rtol, atol}");
   for (const auto& kv : n) {
     c10::ScalarType t = parse_dtype(r, kv.first);
     if (!kv.second.IsMap()) r.fail(kv.second, "expected {rtol: ..., atol: ...}");
     r.only_keys(kv.second, {"rtol", "atol"});
-    Tolerance tol{r.scalar<double>(r.require(kv.second, "rtol"), "a number"),
+    verify::Tolerance tol{r.scalar<double>(r.require(kv.second, "rtol"), "a number"),
                   r.scalar<double>(r.require(kv.second, "atol"), "a number")};
     if (tol.rtol < 0 || tol.atol < 0) r.fail(kv.second, "tolerances must not be negative");
     out[t] = tol;
@@ -197,22 +197,10 @@ const char* unmet(const Condition& c, c10::ArrayRef<c10::IValue> args) {
   return nullptr;
 }
 
-Tolerance default_tolerance(c10::ScalarType t) {
-  switch (t) {  // torch.testing.assert_close's defaults
-    case c10::ScalarType::Half: return {1e-3, 1e-5};
-    case c10::ScalarType::BFloat16: return {1.6e-2, 1e-5};
-    case c10::ScalarType::Float:
-    case c10::ScalarType::ComplexFloat: return {1.3e-6, 1e-5};
-    case c10::ScalarType::Double:
-    case c10::ScalarType::ComplexDouble: return {1e-7, 1e-7};
-    default: return {0, 0};  // integers and bool: exact
-  }
-}
-
-Tolerance tolerance_for(const Policy& p, const OpPolicy& op, c10::ScalarType t) {
+verify::Tolerance tolerance_for(const Policy& p, const OpPolicy& op, c10::ScalarType t) {
   if (auto it = op.tolerance.find(t); it != op.tolerance.end()) return it->second;
   if (auto it = p.defaults.tolerance.find(t); it != p.defaults.tolerance.end()) return it->second;
-  return default_tolerance(t);
+  return verify::default_tolerance(t);
 }
 
 const char* to_string(Mode m) {

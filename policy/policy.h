@@ -13,14 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "policy/verify/tolerance.h"
+#include "tracer/format/input.h"
+
 namespace bb::policy {
 
 enum class Mode { Route, Shadow, Off };
 enum class OnError { Fallback, Raise };
-
-struct Tolerance {
-  double rtol = 0, atol = 0;
-};
 
 struct Condition {
   std::vector<c10::DeviceType> devices;  // every tensor argument on one of these
@@ -35,7 +34,7 @@ struct OpPolicy {
   Mode mode = Mode::Route;
   OnError on_error = OnError::Fallback;
   Condition when;
-  std::map<c10::ScalarType, Tolerance> tolerance;  // overrides of the defaults
+  std::map<c10::ScalarType, verify::Tolerance> tolerance;  // overrides of the defaults
   // A functional op's result with native's values and another layout (strides) fails instead of
   // passing with a note (in-place, out= and view results are always compared strictly).
   bool strict_strides = false;
@@ -50,7 +49,7 @@ struct Policy {
   const OpPolicy* find(const std::string& op) const;
 };
 
-// Parses and validates; a problem throws bb::trace::FormatError ("file:line:column: message").
+// Parses and validates; a problem throws bb::format::InputError ("file:line:column: message").
 // Ops are checked against the dispatcher: unknown ops, composite ops (never reached) and ops with
 // their own BackendSelect kernel are errors.
 Policy parse_policy(const std::string& text, const std::string& source);
@@ -62,8 +61,7 @@ Policy load_policy_section(const std::string& file, const std::string& key);
 const char* unmet(const Condition& c, c10::ArrayRef<c10::IValue> args);
 
 // Shadow-comparison tolerance for a dtype: the op's, else the policy default's, else torch.testing's.
-Tolerance tolerance_for(const Policy& p, const OpPolicy& op, c10::ScalarType t);
-Tolerance default_tolerance(c10::ScalarType t);
+verify::Tolerance tolerance_for(const Policy& p, const OpPolicy& op, c10::ScalarType t);
 
 const char* to_string(Mode m);
 

@@ -32,17 +32,18 @@
 #include "backends/loader.h"
 #include "replay/case_json.h"
 #include "replay/cases.h"
-#include "replay/cuda_timer.h"
-#include "replay/integrity.h"
+#include "replay/cupti_call_timer.h"
 #include "replay/judgeable.h"
 #include "replay/memory.h"
+#include "replay/poison.h"
 #include "replay/report_writers.h"
 #include "replay/runner.h"
 #include "replay/spent.h"
-#include "replay/torchbench.h"
-#include "replay/trace_summary.h"
 #include "replay/worker_pool.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/tool_cli.h"
+#include "tracer/format/torchbench.h"
+#include "tracer/format/trace_summary.h"
+#include "tracer/format/trace_yaml.h"
 
 namespace {
 
@@ -61,9 +62,7 @@ struct Options {
   std::optional<uint64_t> max_case_bytes, worker_memory;
 };
 
-struct Usage : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using Usage = tool::UsageError;
 
 std::string exe_path() {
   char buf[PATH_MAX];
@@ -119,7 +118,7 @@ struct Setup {
 Setup set_up(const Options& o, bool worker) {
   const bool quiet = worker;
   Setup s;
-  s.trace = load_any_trace(o.trace);
+  s.trace = trace::load_any_trace(o.trace);
   if (!o.policy.empty()) s.policy = policy::load_policy(o.policy);
   std::string dir = !o.backend.empty() ? o.backend : s.policy ? s.policy->backend.value_or("") : "";
   s.has_backend = !dir.empty();
@@ -172,7 +171,7 @@ Setup set_up(const Options& o, bool worker) {
 CaseResult describe(const trace::TraceEntry& e, const std::string& variant, Status st, const std::string& why) {
   CaseResult r;
   r.op = e.op;
-  r.signature = signature_text(e);
+  r.signature = trace::signature_text(e);
   r.variant = variant;
   r.calls = e.count;
   r.status = st;
@@ -602,19 +601,14 @@ int main(int argc, char** argv) {
   app.add_option("--markdown", o.markdown, "write the report as Markdown");
   app.add_flag("--list", o.list, "list the cases and exit");
   app.add_flag("--worker", o.worker, "internal: serve cases on stdin")->group("");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
-  try {
+  if (auto status = tool::parse(app, argc, argv)) return *status;
+  return tool::run("bbreplay", [&] {
     if (o.worker) return worker_main(o);
     Setup s = set_up(o, false);
     if (s.cases.empty()) throw Usage("no case to run: no op of the trace matches --ops");
     if (o.list) {
       for (size_t i = 0; i < s.cases.size(); ++i)
-        std::cout << s.trace.ops[s.cases[i].entry].op << "  (" << signature_text(s.trace.ops[s.cases[i].entry])
+        std::cout << s.trace.ops[s.cases[i].entry].op << "  (" << trace::signature_text(s.trace.ops[s.cases[i].entry])
                   << ")  " << s.cases[i].variant << "\n";
       return 0;
     }
@@ -632,10 +626,5 @@ int main(int argc, char** argv) {
     write_file(o.csv, "csv", report);
     write_file(o.markdown, "markdown", report);
     return report.all_passed() ? 0 : 1;
-  } catch (const trace::FormatError& e) {
-    std::cerr << "bbreplay: " << e.what() << "\n";
-  } catch (const Usage& e) {
-    std::cerr << "bbreplay: " << e.what() << "\n";
-  }
-  return 2;
+  });
 }

@@ -37,7 +37,7 @@ std::string case_to_json_line(const CaseResult& r) {
                       {"calls", r.calls},
                       {"status", to_string(r.status)},
                       {"message", r.message},
-                      {"flags", r.flags},
+                      {"flags", verify::flag_names(r.flags)},
                       {"abs", r.max_abs_error},
                       {"rel", r.max_rel_error},
                       {"rtol", r.rtol},
@@ -61,7 +61,11 @@ CaseResult case_from_json_line(const std::string& line) {
     r.calls = j.at("calls");
     r.status = status_from(j.at("status"));
     r.message = j.at("message");
-    r.flags = j.at("flags").get<std::vector<std::string>>();
+    for (const std::string& name : j.at("flags").get<std::vector<std::string>>()) {
+      const auto flag = verify::flag_from_name(name);
+      if (!flag) throw std::invalid_argument("malformed result line: unknown flag '" + name + "'");
+      r.flags.push_back(*flag);
+    }
     r.max_abs_error = number(j.at("abs"));
     r.max_rel_error = number(j.at("rel"));
     r.rtol = number(j.at("rtol"));

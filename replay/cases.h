@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::replay {
 

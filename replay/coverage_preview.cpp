@@ -8,7 +8,7 @@
 #include "replay/judgeable.h"
 #include "replay/random_ops.h"
 #include "replay/report_writers.h"
-#include "replay/trace_summary.h"
+#include "tracer/format/trace_summary.h"
 
 namespace bb::replay {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "replay/report.h"
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::replay {
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "tracer/format/op_name.h"
+
 namespace bb::replay {
 namespace {
 
@@ -107,7 +109,7 @@ const std::map<std::string, Entry>& table() {
 }
 
 const Entry* entry_of(const c10::FunctionSchema& schema) {
-  auto it = table().find(schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name());
+  auto it = table().find(trace::join_op(schema.name(), schema.overload_name()));
   return it == table().end() ? nullptr : &it->second;
 }
 

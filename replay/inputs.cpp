@@ -13,6 +13,7 @@
 #include "replay/judgeable.h"
 #include "replay/random_judge.h"
 #include "replay/spent.h"
+#include "tracer/format/op_name.h"
 #include "tracer/names.h"
 
 namespace bb::replay {
@@ -71,7 +72,7 @@ std::optional<Range> semantic_range(const std::string& op, const std::string& ar
                                                  "_unsafe_index", "_unsafe_index_put"};
   static const std::set<std::string> nll = {"nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll_loss_nd",
                                             "nll_loss_backward", "nll_loss2d_backward", "cross_entropy_loss"};
-  const std::string base = backends::split_op(op).first.substr(6);  // without aten::
+  const std::string base = trace::split_op(op).first.substr(6);  // without aten::
   if ((base == "embedding" || base == "_embedding_bag" || base == "embedding_bag") && arg == "indices")
     return upto(l.size("weight", 0));
   if ((base == "embedding_dense_backward" || base == "embedding_backward") && arg == "indices")
@@ -360,7 +361,7 @@ void inject_special_values(std::vector<c10::IValue>& values) {
 }  // namespace
 
 BoundCall bind_call(const trace::TraceEntry& entry) {
-  auto [name, overload] = backends::split_op(entry.op);
+  auto [name, overload] = trace::split_op(entry.op);
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
   if (std::string why = bookkeeping(entry.op); !why.empty()) throw std::invalid_argument(why);
   if (!handle && name.rfind("aten::", 0) != 0) throw std::invalid_argument(foreign_library(entry.op));
@@ -497,29 +498,6 @@ std::vector<c10::IValue> make_inputs(const BoundCall& bound, const InputOptions&
   prepare_random_inputs(call, values, options.seed);  // probabilities in [0, 1) where an op takes them
   derive_arguments(call, values);  // pooling indices, saved statistics: from the forward op on these inputs
   return values;
-}
-
-c10::IValue deep_copy(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    if (!t.defined()) return v;
-    const int64_t storage = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
-    at::Tensor whole = t.as_strided({storage}, {1}, 0).clone();
-    at::Tensor out = at::empty({0}, whole.options());
-    out.set_(whole.storage(), t.storage_offset(), t.sizes(), t.strides());
-    return out;
-  }
-  if (v.isTensorList()) {
-    std::vector<at::Tensor> out;
-    for (const auto& t : v.toTensorVector()) out.push_back(deep_copy(t).toTensor());
-    return out;
-  }
-  if (v.isList()) {
-    c10::impl::GenericList out(v.toList().elementType());
-    for (const auto& x : v.toListRef()) out.push_back(deep_copy(x));
-    return out;
-  }
-  return v;
 }
 
 }  // namespace bb::replay

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::replay {
 
@@ -58,8 +58,5 @@ std::optional<uint64_t> case_bytes(const BoundCall& call, const std::string& var
 // Fresh input values for the call; the same options always give the same values. Throws
 // std::invalid_argument when the variant does not apply to this call.
 std::vector<c10::IValue> make_inputs(const BoundCall& call, const InputOptions& options);
-
-// A copy with its own memory and the same sizes, strides and storage offset.
-c10::IValue deep_copy(const c10::IValue& v);
 
 }  // namespace bb::replay

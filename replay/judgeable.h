@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::replay {
 

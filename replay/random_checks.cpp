@@ -6,7 +6,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "policy/compare.h"
+#include "policy/verify/compare.h"
 #include "policy/policy.h"
 #include "replay/random_stats.h"
 #include "tracer/names.h"
@@ -155,8 +155,8 @@ std::string dropout(double keep, const at::Tensor& out, const at::Tensor& mask, 
   if ((o.masked_select(~kept) != 0).any().item<bool>()) return "dropped elements (mask false) are not zero";
   if (keep > 0) {
     const at::Tensor expected = (input.cpu() * (1 / keep)).masked_select(kept);
-    if (auto m = policy::compare_tensors(expected, out.cpu().masked_select(kept),
-                                          policy::default_tolerance(out.scalar_type())))
+    if (auto m = verify::compare_tensors(expected, out.cpu().masked_select(kept),
+                                          verify::default_tolerance(out.scalar_type())))
       return "kept elements are not the input scaled by 1/(1-p) = " + std::to_string(1 / keep) + ": " + m->detail;
   }
   const int64_t n = counted.sum().item<int64_t>(), k = (kept & counted).sum().item<int64_t>();

@@ -7,11 +7,11 @@
 #include <sstream>
 
 #include "bb/kernel.h"
-#include "replay/integrity.h"
+#include "policy/verify/result_checks.h"
 #include "replay/random_checks.h"
 #include "replay/random_ops.h"
 #include "replay/random_stats.h"
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::replay {
 namespace {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "policy/verify/flags.h"
+
 namespace bb::replay {
 
 inline constexpr int kReportSchema = 2;  // bumped when a writer's output changes incompatibly
@@ -35,7 +37,7 @@ struct CaseResult {
   uint64_t calls = 0;     // how often the traced program made this call (weight)
   Status status = Status::Skipped;
   std::string message;              // why it failed, crashed or was skipped
-  std::vector<std::string> flags;   // integrity flags by name; a flagged case never passes
+  std::vector<verify::Flag> flags;  // integrity flags; a flagged case never passes
   double max_abs_error = 0, max_rel_error = 0;  // against native (where compared)
   double rtol = 0, atol = 0;                    // the tolerance applied
   std::optional<Timing> native, generated;
@@ -62,7 +64,7 @@ struct OpSummary {
   int unstable = 0;                        // passed cases whose times were unstable (no speedup)
   double native_us = 0, generated_us = 0;  // sum over the cases with a speedup of median x calls
   std::optional<double> speedup;           // geometric mean over those cases; none when any case was flagged
-  std::vector<std::string> flags;          // distinct flags seen
+  std::vector<verify::Flag> flags;         // distinct flags seen
 };
 
 // Calls of the traced program that no case judged, per op and reason.

@@ -50,12 +50,6 @@ nlohmann::ordered_json withheld(const OpSummary& o) {
   return nullptr;
 }
 
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
-  return out;
-}
-
 std::string overall_line(const Overall& o) {
   std::ostringstream s;
   s << o.cases << " cases: " << o.passed << " passed, " << o.failed << " failed, " << o.crashed
@@ -157,7 +151,7 @@ class JsonWriter : public ReportWriter {
     for (const auto& s : r.ops())
       j["ops"].push_back({{"op", s.op},         {"cases", s.cases},     {"passed", s.passed},
                           {"failed", s.failed}, {"crashed", s.crashed}, {"skipped", s.skipped}, {"invalid", s.invalid},
-                          {"flagged", s.flagged}, {"flags", s.flags},   {"unstable", s.unstable},
+                          {"flagged", s.flagged}, {"flags", verify::flag_names(s.flags)},   {"unstable", s.unstable},
                           {"native_us", s.native_us}, {"generated_us", s.generated_us},
                           {"speedup_geomean", s.speedup ? nlohmann::ordered_json(*s.speedup) : nullptr},
                           {"speedup_withheld", withheld(s)}});
@@ -170,7 +164,7 @@ class JsonWriter : public ReportWriter {
                             {"variant", c.variant},
                             {"calls", c.calls},
                             {"status", to_string(c.status)},
-                            {"flags", c.flags},
+                            {"flags", verify::flag_names(c.flags)},
                             {"message", c.message},
                             {"max_abs_error", c.max_abs_error},
                             {"max_rel_error", c.max_rel_error},
@@ -210,7 +204,7 @@ class CsvWriter : public ReportWriter {
     for (const auto& c : r.cases) {
       const auto sp = Report::speedup_of(c, flagged);
       s << kReportSchema << "," << csv_field(c.op) << "," << csv_field(c.signature) << "," << csv_field(c.variant)
-        << "," << c.calls << "," << to_string(c.status) << "," << csv_field(join(c.flags, ";")) << ","
+        << "," << c.calls << "," << to_string(c.status) << "," << csv_field(verify::flag_names(c.flags, ";")) << ","
         << csv_field(c.message) << "," << general(c.max_abs_error) << "," << general(c.max_rel_error) << ","
         << general(c.rtol) << "," << general(c.atol) << "," << csv_time(c.native, &Timing::median) << ","
         << csv_time(c.native, &Timing::q1) << "," << csv_time(c.native, &Timing::q3) << ","
@@ -231,7 +225,7 @@ void problems(const Report& r, std::ostream& s, bool markdown) {
     if (!any) s << (markdown ? "\n## Cases that did not pass, or passed without a stable time\n\n"
                        : "\ncases that did not pass, or passed without a stable time:\n");
     any = true;
-    std::string flags = c.flags.empty() ? "" : " [" + join(c.flags, ", ") + "]";
+    std::string flags = c.flags.empty() ? "" : " [" + verify::flag_names(c.flags, ", ") + "]";
     const std::string message = c.status == Status::Passed ? "times unstable, no speedup: " + c.unstable : c.message;
     if (markdown) {
       s << "- `" << c.op << "` (" << md_cell(c.signature) << "), " << c.variant << ": **" << to_string(c.status)
@@ -278,7 +272,7 @@ class ConsoleWriter : public ReportWriter {
       s << std::left << std::setw(36) << o.op << std::right << std::setw(6) << o.cases << std::setw(8) << o.passed
         << std::setw(8) << o.failed << std::setw(9) << o.crashed << std::setw(9) << o.skipped << std::setw(14)
         << time_text(o, o.native_us) << std::setw(14) << time_text(o, o.generated_us) << std::setw(9) << speedup_text(o)
-        << "  " << join(o.flags, ",") << "\n";
+        << "  " << verify::flag_names(o.flags, ",") << "\n";
     s << overall_line(r.overall()) << "\n";
     s << coverage_line(r.coverage()) << "\n";
     if (std::string random = statistics_lines(r, "  ", false); !random.empty())

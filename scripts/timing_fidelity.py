@@ -39,7 +39,7 @@ DEFAULT_OPS = ("aten::addmm,aten::mm,aten::bmm,aten::relu,aten::gelu,aten::nativ
 # ------------------------------------------------------------------ the trace's calls, rebuilt here
 
 def arg_text(a):
-    """bbreplay's signature text for one argument (replay/trace_summary.cpp), "" when left out."""
+    """bbreplay's signature text for one argument (tracer/format/trace_summary.cpp), "" when left out."""
     k = a["kind"]
     if k == "tensor":
         s = a["dtype"] + "[" + ",".join(str(d) for d in a.get("shape", [])) + "]"

@@ -10,10 +10,13 @@
 #include <sstream>
 
 #include "backends/op_names.h"
-#include "policy/compare.h"
-#include "policy/integrity.h"
-#include "policy/native_watch.h"
+#include "policy/verify/compare.h"
+#include "policy/verify/flags.h"
+#include "policy/verify/integrity.h"
+#include "policy/verify/native_watch.h"
+#include "policy/verify/values.h"
 #include "shim/crash_guard.h"
+#include "tracer/format/op_name.h"
 #include "tracer/int_range.h"
 #include "tracer/log.h"
 #include "tracer/names.h"
@@ -79,21 +82,6 @@ bool plain_inputs(c10::ArrayRef<c10::IValue> args) {
   return true;
 }
 
-c10::IValue clone_value(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor().defined() ? c10::IValue(v.toTensor().clone()) : v;
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorVector()) out.push_back(t.clone());
-    return out;
-  }
-  if (v.isList()) {  // Tensor?[] and friends
-    c10::impl::GenericList out(v.toList().elementType());
-    for (const auto& x : v.toListRef()) out.push_back(clone_value(x));
-    return out;
-  }
-  return v;
-}
-
 struct Route final : c10::OperatorKernel {
   Route(backends::LoadedKernel k, policy::OpPolicy r, const policy::Policy* p)
       : kernel(std::move(k)), rule(std::move(r)), policy(p), nargs(kernel.handle.schema().arguments().size()) {}
@@ -127,7 +115,7 @@ struct Route final : c10::OperatorKernel {
     Stack saved(stack->begin() + base, stack->end());
     if (call_generated(op, ks, stack) == Outcome::Routed) {
       const Stack outputs(stack->begin() + base, stack->end());
-      const std::string alias = policy::undeclared_aliasing(op.schema(), saved, outputs);
+      const std::string alias = verify::undeclared_aliasing(op.schema(), saved, outputs);
       if (alias.empty()) {
         stats.routed.fetch_add(1, std::memory_order_relaxed);
         tracer::mark_routed();
@@ -157,7 +145,7 @@ struct Route final : c10::OperatorKernel {
       ActiveKernel* outer;
       ~Restore() { t_active = outer; }
     } restore{t_active};
-    policy::NativeCallWatch watch(kernel.op);  // (the same watch as bbreplay's)
+    verify::NativeCallWatch watch(kernel.op);  // (the same watch as bbreplay's)
     t_active = &frame;
     try {
       CrashContext crash(kernel.op, kernel.source);
@@ -190,7 +178,7 @@ struct Route final : c10::OperatorKernel {
     {
       Bypass bypass;
       at::RecordFunctionGuard untraced(false);
-      for (size_t k = base; k < stack->size(); ++k) mine.push_back(clone_value((*stack)[k]));
+      for (size_t k = base; k < stack->size(); ++k) mine.push_back(verify::deep_copy((*stack)[k]));
     }
     const Stack inputs(stack->begin() + base, stack->end());  // native's arguments (and the report's)
     native(op, ks, stack);  // the program continues with these results
@@ -201,14 +189,14 @@ struct Route final : c10::OperatorKernel {
     at::RecordFunctionGuard untraced(false);
     auto tol = [this](c10::ScalarType t) { return policy::tolerance_for(*policy, rule, t); };
     const size_t outputs = stack->size() - base;
-    std::optional<policy::Mismatch> m;
+    std::optional<verify::Mismatch> m;
     if (mine.size() != outputs) {
-      m = policy::Mismatch{"count", std::to_string(mine.size()) + " outputs, native gave " + std::to_string(outputs)};
+      m = verify::Mismatch{"count", std::to_string(mine.size()) + " outputs, native gave " + std::to_string(outputs)};
     }
     if (!m) m = integrity(op.schema(), inputs, Stack(stack->begin() + base, stack->end()), my_args, mine);
-    policy::ErrorStats errors;
+    verify::ErrorStats errors;
     for (size_t k = 0; !m && k < outputs; ++k)
-      m = policy::compare_values((*stack)[base + k], mine[k], tol, "output " + std::to_string(k), &errors);
+      m = verify::compare_values((*stack)[base + k], mine[k], tol, "output " + std::to_string(k), &errors);
     std::lock_guard<std::mutex> lock(stats.mu);
     stats.max_abs = std::max(stats.max_abs, errors.max_abs);
     stats.max_rel = std::max(stats.max_rel, errors.max_rel);
@@ -220,18 +208,16 @@ struct Route final : c10::OperatorKernel {
 
   // What the kernel did to memory that native does not (docs/integrity.md, shadow mode): results in its
   // inputs' or each other's memory, or arguments the schema does not let it write changed.
-  static std::optional<policy::Mismatch> integrity(const c10::FunctionSchema& schema, const Stack& native_args,
+  static std::optional<verify::Mismatch> integrity(const c10::FunctionSchema& schema, const Stack& native_args,
                                                    const Stack& native_out, const Stack& args, const Stack& out) {
-    if (std::string a = policy::aliasing_native_lacks(schema, native_args, native_out, args, out, out.size()); !a.empty())
-      return policy::Mismatch{"aliasing", "aliasing: " + a + ", which native's does not"};
-    const auto& params = schema.arguments();
-    for (size_t i = 0; i < params.size() && i < args.size() && i < native_args.size(); ++i) {
-      if (params[i].alias_info() && params[i].alias_info()->isWrite()) continue;
-      if (!policy::identical(args[i], native_args[i]))
-        return policy::Mismatch{"input-mutation", "input-mutation: argument '" + params[i].name() +
-                                                      "', which the schema does not let the op write, differs from "
-                                                      "native's after the call"};
-    }
+    auto found = [](verify::Flag f, const std::string& what) {
+      return verify::Mismatch{verify::flag_name(f), std::string(verify::flag_name(f)) + ": " + what};
+    };
+    const std::string a = verify::aliasing_native_lacks(schema, native_args, native_out, args, out, out.size());
+    if (!a.empty()) return found(verify::Flag::Aliasing, a + ", which native's does not");
+    if (std::string arg = verify::first_unwritable_change(schema, native_args, args); !arg.empty())
+      return found(verify::Flag::InputMutation, "argument '" + arg + "', which the schema does not let the op write, "
+                                                "differs from native's after the call");
     return std::nullopt;
   }
 
@@ -249,9 +235,8 @@ std::string g_backend_dir, g_policy_source;
 bool g_backend_named_by_policy = false;
 
 std::string impl_name(const std::string& op) {
-  auto [name, overload] = backends::split_op(op);
-  name = name.substr(name.rfind("::") + 2);
-  return overload.empty() ? name : name + "." + overload;
+  auto [name, overload] = trace::split_op(op);
+  return trace::join_op(name.substr(name.rfind("::") + 2), overload);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 #include "shim/output_path.h"
 #include "shim/router.h"
 #include "shim/trace_writer.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_yaml.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
@@ -118,7 +118,7 @@ void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
     try {
       pol = cfg.policy_section.empty() ? policy::load_policy(cfg.policy)
                                        : policy::load_policy_section(cfg.policy, cfg.policy_section);
-    } catch (const trace::FormatError& e) {
+    } catch (const format::InputError& e) {
       log::warn(std::string("policy error: ") + e.what() + "; routing is off");
       return;
     }

@@ -13,8 +13,9 @@
 #include "shim/atomic_file.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
-#include "tracer/timeline.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/devtime/timeline.h"
+#include "tracer/format/op_name.h"
+#include "tracer/format/trace_yaml.h"
 
 namespace bb::shim {
 namespace {
@@ -129,7 +130,7 @@ std::string write_timeline_file(const std::string& path, const tracer::Snapshot&
 }
 
 trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
-                        const tracer::DeviceTimes* times) {
+                        const tracer::DeviceTimeSnapshot* times) {
   trace::Trace t;
   t.meta.tool = std::string("bbshim ") + BB_VERSION;
   t.meta.torch = run.torch_version;
@@ -182,7 +183,7 @@ bool TraceWriter::write(const std::string& status, bool final) {
   if (finished_) return true;
   finished_ = final;
   tracer::collect_device_ranges(final);
-  const tracer::DeviceTimes times = tracer::device_times();
+  const tracer::DeviceTimeSnapshot times = tracer::device_time_snapshot();
   tracer::Snapshot snap = store_->snapshot();
   if (snap.calls == 0 && snap.untraced_calls == 0) return true;  // nothing ran: leave no file
   if (final && !timeline_path_.empty()) {

@@ -8,7 +8,7 @@
 
 #include "shim/output_path.h"
 #include "tracer/cuda_support.h"
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 #include "tracer/trace_store.h"
 
 namespace bb::shim {
@@ -26,7 +26,7 @@ RunInfo current_run_info(const std::string& torch_version);
 // Builds the trace for `snap` (devices get their names where the CUDA part knows them), with device
 // times per entry and the timing's health in meta when `times` is given and a CUDA device was used.
 trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
-                        const tracer::DeviceTimes* times = nullptr);
+                        const tracer::DeviceTimeSnapshot* times = nullptr);
 
 // Writes the Chrome-trace timeline of the events recorded, labelling ops from `snap`. Returns an error
 // text, empty on success.

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::tracer {
 

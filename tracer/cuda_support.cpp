@@ -29,11 +29,11 @@
 #include <thread>
 #include <vector>
 
-#include "tracer/device_timer.h"
+#include "tracer/devtime/cupti_session.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
 #ifdef BB_WITH_CUPTI
-#include "tracer/cupti_real.h"
+#include "tracer/devtime/cupti_library.h"
 #endif
 
 namespace bb::tracer {
@@ -154,7 +154,7 @@ pid_t g_owner_pid = 0;  // the process whose CUDA context the probes use
 // ------------------------------------------------------------------ device timing (CUPTI)
 
 DeviceTimingOptions g_timing_options;
-std::atomic<devtime::DeviceTimer*> g_timer{nullptr};  // never freed: used at exit
+std::atomic<devtime::CuptiSession*> g_timer{nullptr};  // never freed: used at exit
 
 bool timer_op_start(uint32_t sig) { return g_timer.load(std::memory_order_relaxed)->op_start(sig); }
 void timer_op_end() { g_timer.load(std::memory_order_relaxed)->op_end(); }
@@ -162,7 +162,7 @@ void timer_op_end() { g_timer.load(std::memory_order_relaxed)->op_end(); }
 // From the preload's CUPTI interposers (shim/bootstrap.c): another client is about to act. Called
 // from inside that client's CUPTI call: nothing may escape.
 void on_cupti_event(int what) noexcept try {
-  devtime::DeviceTimer* t = g_timer.load();
+  devtime::CuptiSession* t = g_timer.load();
   if (!t || ::getpid() != g_owner_pid) return;
   if (what & 2)
     t->taken_over("another CUPTI client (torch.profiler?) is switching CUPTI's timestamps to its own clock");
@@ -204,7 +204,7 @@ void start_quiet_thread(Fn fn, const char* what, const char* then) {
 // Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
 // the last one was due, until timing stops. Slow CUPTI calls (attaching takes milliseconds) shorten
 // neither the window nor, unless they overrun it, the period.
-void start_sampler(devtime::DeviceTimer* timer) {
+void start_sampler(devtime::CuptiSession* timer) {
   start_quiet_thread(
       [timer] {
         using clock = std::chrono::steady_clock;
@@ -229,7 +229,7 @@ void start_sampler(devtime::DeviceTimer* timer) {
 // asked; a buffer that fills slowly (another thread's or stream's work) would otherwise keep its
 // records until the trace is next written, while the buffers of a busy thread complete round after
 // round and the links its launches need expire.
-void start_sweeper(devtime::DeviceTimer* timer) {
+void start_sweeper(devtime::CuptiSession* timer) {
   start_quiet_thread(
       [timer] {
         for (;;) {
@@ -266,7 +266,7 @@ void start_device_timing() {
 #endif
   const devtime::Sampling sampling{g_timing_options.sample_on_ms, g_timing_options.sample_period_ms};
   auto* timer =
-      new devtime::DeviceTimer(std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
+      new devtime::CuptiSession(std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
   if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))
     listen(&on_cupti_event);
   g_timer.store(timer);
@@ -280,7 +280,7 @@ void start_device_timing() {
 // Never in a forked child (CUDA cannot be used there) and never twice.
 void drain_before_cuda_exits() {
   if (::getpid() != g_owner_pid || g_closed.load()) return;
-  if (devtime::DeviceTimer* t = g_timer.load()) t->finish();
+  if (devtime::CuptiSession* t = g_timer.load()) t->finish();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   for (;;) {
     std::vector<Finished> done;
@@ -339,8 +339,8 @@ void collect_device_ranges(bool final) {
 
 void configure_device_timing(const DeviceTimingOptions& options) { g_timing_options = options; }
 
-DeviceTimes device_times() {
-  devtime::DeviceTimer* t = g_timer.load();
+DeviceTimeSnapshot device_time_snapshot() {
+  devtime::CuptiSession* t = g_timer.load();
   if (!t) return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", 0, 0};
   if (::getpid() == g_owner_pid) t->round();
   return {t->status(), t->collector().by_signature(), t->collector().health(), t->sampling().describe(),
@@ -348,12 +348,12 @@ DeviceTimes device_times() {
 }
 
 devtime::Collector::Timeline device_timeline() {
-  devtime::DeviceTimer* t = g_timer.load();
+  devtime::CuptiSession* t = g_timer.load();
   return t ? t->collector().timeline() : devtime::Collector::Timeline{};
 }
 
 void forget_device_timing() {
-  if (devtime::DeviceTimer* t = g_timer.load()) t->forget();
+  if (devtime::CuptiSession* t = g_timer.load()) t->forget();
 }
 
 unsigned long dropped_device_ranges() {

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "tracer/device_time.h"
+#include "tracer/devtime/collector.h"
 
 namespace bb::tracer {
 
@@ -35,7 +35,7 @@ struct DeviceTimingOptions {
 // Call before install_cuda_support(). Timing starts when an op first uses a CUDA device.
 void configure_device_timing(const DeviceTimingOptions& options);
 
-struct DeviceTimes {
+struct DeviceTimeSnapshot {
   std::string status;  // on | off: why | stopped: why
   std::map<uint32_t, devtime::SignatureTime> by_signature;
   devtime::Health health;
@@ -44,7 +44,7 @@ struct DeviceTimes {
   uint64_t detaches = 0;  // sampled: gaps between windows with CUPTI detached
 };
 // Collects finished records first (not after the final collection at exit).
-DeviceTimes device_times();
+DeviceTimeSnapshot device_time_snapshot();
 devtime::Collector::Timeline device_timeline();
 
 // In a forked child: CUPTI is never called again (a flush there hung for >15 s).

@@ -20,6 +20,4 @@ std::optional<c10::ScalarType> dtype_from(const std::string& name);
 std::optional<c10::Layout> layout_from(const std::string& name);
 std::optional<c10::MemoryFormat> memory_format_from(const std::string& name);
 
-bool is_integral_dtype(const std::string& name);  // integer and bool dtypes
-
 }  // namespace bb::names

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "tracer/device_time.h"
+#include "tracer/devtime/collector.h"
 #include "tracer/log.h"
 
 namespace bb::tracer {
@@ -20,7 +20,6 @@ constexpr size_t kOpCacheSize = 512;  // power of two
 std::atomic<TraceStore*> g_store{nullptr};
 std::atomic<uint32_t> g_generation{1};
 std::atomic<DeviceRangeProbe> g_probe{nullptr};
-std::atomic<uint64_t> g_errors{0};
 std::atomic<void (*)()> g_next_op_task{nullptr};
 std::atomic<OpStartHook> g_start_hook{nullptr};
 std::atomic<OpEndHook> g_end_hook{nullptr};
@@ -202,7 +201,6 @@ void leave(ThreadState& s, const at::RecordFunction& fn) {
 }
 
 void report(const char* where) {
-  g_errors.fetch_add(1, std::memory_order_relaxed);
   log::warn_once(std::string("tracer:") + where,
                  std::string("internal error in the tracer (") + where +
                      "); the call was not recorded and the program continues");
@@ -250,8 +248,6 @@ TraceStore* start_tracing(const TracerOptions& options) {
   return store;
 }
 
-TraceStore* current_store() { return g_store.load(std::memory_order_acquire); }
-
 void reset_after_fork(bool keep_tracing) {
   g_store.store(keep_tracing ? new TraceStore(g_options.max_signatures) : nullptr);
   g_generation.fetch_add(1);
@@ -271,7 +267,5 @@ void mark_routed() {
   if (!s || s->generation != g_generation.load(std::memory_order_relaxed) || s->cur_op < 0) return;
   if (Slot* slot = s->frames[s->cur_op].slot) bump(slot->counters.routed);
 }
-
-uint64_t internal_errors() { return g_errors.load(std::memory_order_relaxed); }
 
 }  // namespace bb::tracer

@@ -21,7 +21,6 @@ using DeviceRangeProbe = void (*)(TraceStore* store, uint32_t sig, RangeTarget w
 // Registers the callback and starts counting into a new store; once per process: later calls
 // return the running store and ignore their options.
 TraceStore* start_tracing(const TracerOptions& options);
-TraceStore* current_store();
 
 // For a forked child: forget the parent's store; with keep_tracing, count into a fresh one.
 void reset_after_fork(bool keep_tracing);
@@ -41,8 +40,5 @@ void run_on_next_op(void (*task)());
 // Counts the innermost op call of this thread as handled by a generated kernel (the router calls
 // this from inside the op). No-op when the call is not traced.
 void mark_routed();
-
-// Internal errors caught inside the callbacks (each is also reported once on stderr).
-uint64_t internal_errors();
 
 }  // namespace bb::tracer

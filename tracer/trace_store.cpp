@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "tracer/format/op_name.h"
+
 namespace bb::tracer {
 namespace {
 
@@ -47,9 +49,7 @@ std::vector<std::string> note_devices(const std::vector<trace::ArgValue>& args, 
 void set_device_listener(DeviceListener listener) { g_device_listener.store(listener); }
 
 const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
-  std::string full = fn.name();
-  const char* overload = fn.overload_name();
-  if (overload && *overload) full += std::string(".") + overload;
+  const std::string full = trace::join_op(fn.name(), fn.overload_name());
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ops_.find(full);
   if (it != ops_.end()) return it->second.get();

@@ -19,7 +19,7 @@
 #include "tracer/arg_key.h"
 #include "tracer/int_range.h"
 #include "tracer/signature_table.h"
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::tracer {
 

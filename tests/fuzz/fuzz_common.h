@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_yaml.h"
 
 namespace bb::fuzz {
 

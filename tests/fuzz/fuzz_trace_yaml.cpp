@@ -2,9 +2,9 @@
 // Checks, beyond "no crash, leak or hang": the text and the file give the same result; a trace that
 // reads writes back to YAML that reads to the same trace (to_yaml is a fixed point after one round),
 // and to TorchBench text that reads (bbtrace convert).
-#include "replay/torchbench.h"
+#include "tracer/format/torchbench.h"
 #include "tests/fuzz/fuzz_common.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_yaml.h"
 
 namespace {
 
@@ -13,9 +13,9 @@ using bb::fuzz::outcome;
 void round_trip(const bb::trace::Trace& t, const std::string& written) {
   bb::fuzz::require_same("the trace written as YAML", "ok\n" + written, "what reading that back gave",
                          outcome([&] { return bb::trace::to_yaml(bb::trace::parse_trace(written, "written")); }));
-  const std::string tb = bb::replay::to_torchbench(t).text;
+  const std::string tb = bb::trace::to_torchbench(t).text;
   if (tb.empty()) return;  // nothing the TorchBench format can express
-  const std::string again = outcome([&] { return bb::trace::to_yaml(bb::replay::parse_torchbench(tb, "written")); });
+  const std::string again = outcome([&] { return bb::trace::to_yaml(bb::trace::parse_torchbench(tb, "written")); });
   if (!bb::fuzz::ok(again)) bb::fuzz::require_same("the trace written as TorchBench", tb, "reading it", again);
 }
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "tracer/trace_model.h"
+#include "tracer/format/trace_model.h"
 
 namespace bb::test {
 

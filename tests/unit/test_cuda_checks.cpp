@@ -1,8 +1,8 @@
 // bbreplay's integrity checks on a CUDA call's window, from what CUPTI would have reported.
 #include "catch.h"
-#include "replay/cuda_checks.h"
+#include "policy/verify/cuda_checks.h"
 
-using namespace bb::replay;
+using namespace bb::verify;
 
 namespace {
 

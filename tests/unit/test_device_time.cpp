@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "catch.h"
-#include "tracer/device_time.h"
-#include "tracer/device_timer.h"
-#include "tracer/timeline.h"
+#include "tracer/devtime/collector.h"
+#include "tracer/devtime/cupti_session.h"
+#include "tracer/devtime/timeline.h"
 
 using namespace bb::devtime;
 
@@ -147,12 +147,12 @@ struct Rig {
   FakeCupti* cupti;
   std::shared_ptr<FakeCupti::Log> log;
   std::vector<std::string> warnings;
-  std::unique_ptr<DeviceTimer> timer;
+  std::unique_ptr<CuptiSession> timer;
   explicit Rig(CollectorOptions o = {}, Sampling sampling = {}) {
     auto c = std::make_unique<FakeCupti>();
     cupti = c.get();
     log = c->log;
-    timer = std::make_unique<DeviceTimer>(
+    timer = std::make_unique<CuptiSession>(
         std::move(c), o, [this](const std::string& w) { warnings.push_back(w); }, sampling);
   }
 };

@@ -3,7 +3,7 @@
 
 #include "catch.h"
 #include "replay/inputs.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_yaml.h"
 
 namespace {
 
@@ -61,4 +61,58 @@ TEST_CASE("the same options make the same values; another seed other values") {
   o.seed = 8;
   auto c = bb::replay::make_inputs(bound, o);
   CHECK_FALSE(at::equal(a[0].toTensor(), c[0].toTensor()));
+}
+
+namespace {
+
+const char* const kRelu64 =
+    "  - op: aten::relu\n    count: 1\n    args:\n"
+    "      - {name: self, type: \"Tensor\", kind: tensor, dtype: float32, shape: [8, 8], stride: [8, 1], device: cpu}\n";
+
+}  // namespace
+
+TEST_CASE("a call that cannot be bound says why") {
+  CHECK_THROWS_AS(bb::replay::bind_call(entry_of("  - op: aten::no_such_op\n    count: 1\n    args: []\n")),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(bb::replay::bind_call(entry_of("  - op: aten::relu\n    count: 1\n    args: []\n")),
+                  std::invalid_argument);  // self is missing and has no default
+}
+
+TEST_CASE("variants change the inputs as they say, and apply only where they mean something") {
+  auto bound = bb::replay::bind_call(entry_of(kRelu64));
+  CHECK(bb::replay::unreplayable(bound).empty());
+  bb::replay::InputOptions o;
+  auto traced = bb::replay::make_inputs(bound, o);
+  CHECK(traced[0].toTensor().is_contiguous());
+  CHECK(traced[0].toTensor().strides() == at::IntArrayRef({8, 1}));
+  o.variant = "noncontiguous";
+  REQUIRE(bb::replay::variant_applies(bound, o.variant));
+  auto strided = bb::replay::make_inputs(bound, o);
+  CHECK(strided[0].toTensor().sizes() == at::IntArrayRef({8, 8}));
+  CHECK_FALSE(strided[0].toTensor().is_contiguous());
+  o.variant = "empty";
+  REQUIRE(bb::replay::variant_applies(bound, o.variant));
+  CHECK(bb::replay::make_inputs(bound, o)[0].toTensor().numel() == 0);
+  o.variant = "special-values";
+  auto special = bb::replay::make_inputs(bound, o)[0].toTensor();
+  CHECK((special.isnan().any().item<bool>() || special.isinf().any().item<bool>()));
+  auto ints = bb::replay::bind_call(entry_of(
+      "  - op: aten::relu\n    count: 1\n    args:\n"
+      "      - {name: self, type: \"Tensor\", kind: tensor, dtype: int64, shape: [4], stride: [1], device: cpu}\n"));
+  CHECK_FALSE(bb::replay::variant_applies(ints, "special-values"));  // no integer NaN
+}
+
+TEST_CASE("a case's bytes are known before anything is allocated") {
+  auto bound = bb::replay::bind_call(entry_of(kRelu64));
+  const auto bytes = bb::replay::case_bytes(bound, "traced");
+  REQUIRE(bytes.has_value());
+  CHECK(*bytes == 2 * 64 * 4);  // the input and relu's result of the same size
+}
+
+TEST_CASE("random ops are not replayable: their results are not a function of their inputs") {
+  auto bound = bb::replay::bind_call(entry_of(
+      "  - op: aten::bernoulli\n    count: 1\n    args:\n"
+      "      - {name: self, type: \"Tensor\", kind: tensor, dtype: float32, shape: [4], stride: [1], device: cpu}\n"));
+  CHECK_FALSE(bb::replay::unreplayable(bound).empty());
+  CHECK_FALSE(bb::replay::variant_applies(bound, "noncontiguous"));
 }

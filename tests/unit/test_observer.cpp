@@ -12,7 +12,7 @@
 #include "catch.h"
 #include "shim/trace_writer.h"
 #include "tracer/observer.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_yaml.h"
 
 using bb::trace::TraceEntry;
 

@@ -8,11 +8,12 @@
 
 #include "backends/op_names.h"
 #include "catch.h"
-#include "policy/compare.h"
+#include "policy/verify/compare.h"
 #include "policy/policy.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_yaml.h"
 
 using namespace bb::policy;
+using namespace bb::verify;
 
 namespace {
 

@@ -28,6 +28,17 @@ CaseResult passed(std::string op, std::string sig, uint64_t calls, double native
   return c;
 }
 
+// A case that ran no comparison: crashed, skipped.
+CaseResult not_run(std::string op, std::string sig, std::string variant, Status status, std::string why) {
+  CaseResult c;
+  c.op = std::move(op);
+  c.signature = std::move(sig);
+  c.variant = std::move(variant);
+  c.status = status;
+  c.message = std::move(why);
+  return c;
+}
+
 Report sample_report() {
   Report r;
   r.meta.tool = "bbreplay 0.1.0";
@@ -57,25 +68,14 @@ Report sample_report() {
   r.cases.push_back(bad);
   CaseResult flagged = passed("aten::gelu", "float32[8,64], approximate=\"none\"", 2, 8.0, 0.5);
   flagged.status = Status::Failed;
-  flagged.flags = {"cached-result"};
+  flagged.flags = {bb::verify::Flag::CachedResult};
   flagged.message = "outputs did not change when the inputs did";
   r.cases.push_back(flagged);
-  CaseResult crash;
-  crash.op = "aten::gelu";
-  crash.signature = "float32[0]";
-  crash.variant = "empty";
-  crash.status = Status::Crashed;
-  crash.message = "worker died of SIGSEGV";
-  r.cases.push_back(crash);
-  CaseResult skip;
-  skip.op = "aten::embedding";
-  skip.signature = "float32[1000,64], int64[8,32]";
-  skip.variant = "traced";
-  skip.status = Status::Skipped;
-  skip.message = "the backend has no kernel for this op";
-  skip.calls = 2;
-  skip.traced_device_us = 62.0;
-  r.cases.push_back(skip);
+  r.cases.push_back(not_run("aten::gelu", "float32[0]", "empty", Status::Crashed, "worker died of SIGSEGV"));
+  r.cases.push_back(not_run("aten::embedding", "float32[1000,64], int64[8,32]", "traced", Status::Skipped,
+                            "the backend has no kernel for this op"));
+  r.cases.back().calls = 2;
+  r.cases.back().traced_device_us = 62.0;
   return r;
 }
 
@@ -99,7 +99,7 @@ TEST_CASE("per-op and overall figures") {
   CHECK_FALSE(ops[1].speedup);                              // failed cases never enter the speedup
   CHECK(ops[2].flagged == 1);
   CHECK(ops[2].crashed == 1);
-  CHECK(ops[2].flags == std::vector<std::string>{"cached-result"});
+  CHECK(ops[2].flags == std::vector<bb::verify::Flag>{bb::verify::Flag::CachedResult});
   CHECK(ops[3].skipped == 1);
   Overall o = r.overall();
   CHECK(o.cases == 6);

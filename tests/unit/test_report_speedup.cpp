@@ -29,7 +29,7 @@ Report mixed() {
   cheat.native.reset();
   cheat.generated.reset();
   cheat.status = Status::Failed;
-  cheat.flags = {"native-call"};
+  cheat.flags = {bb::verify::Flag::NativeCall};
   r.cases.push_back(cheat);
   r.cases.push_back(timed("aten::add.Tensor", "traced", 20, 10));
   CaseResult noisy = timed("aten::add.Tensor", "traced", 17, 1);

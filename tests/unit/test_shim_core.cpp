@@ -15,12 +15,13 @@
 #include "shim/atomic_file.h"
 #include "shim/config.h"
 #include "shim/output_path.h"
+#include "shim/settings.h"
 #include "shim/trace_writer.h"
 #include "sample_trace.h"
-#include "tracer/device_time.h"
+#include "tracer/devtime/collector.h"
 #include "tracer/names.h"
-#include "tracer/trace_model.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_model.h"
+#include "tracer/format/trace_yaml.h"
 
 using namespace bb::shim;
 
@@ -83,7 +84,7 @@ TEST_CASE("invalid settings fall back to defaults and say so") {
   CHECK(c.log_level == bb::log::Level::Warn);
   CHECK(c.max_signatures == 100000);
   REQUIRE(c.problems.size() == 3);
-  CHECK(c.problems[0] == "BB_LOG='loud' is not off|warn|info|debug; using warn");
+  CHECK(c.problems[0] == "BB_LOG='loud' is not off, warn, info or debug (or 0 to 3); using warn");
   CHECK(c.problems[1].rfind("BB_FLUSH_SECONDS='soon' is not a number in [", 0) == 0);
 }
 
@@ -101,7 +102,7 @@ TEST_CASE("sampled device timing: ON/PERIOD in milliseconds, checked, off by def
     REQUIRE(b.problems.size() == 1);
     CHECK(b.problems[0] == std::string("BB_DEVICE_TIME_SAMPLE='") + bad +
                                "' is not ON/PERIOD in milliseconds with 0 < ON < PERIOD <= 60000 (e.g. 10/100), "
-                               "or off; timing every call");
+                               "or off; using off");
   }
   const std::string dir = temp_dir();
   std::ofstream(dir + "/s.yaml") << "device_time_sample: 20/1000\n";
@@ -147,10 +148,55 @@ TEST_CASE("a broken config file is reported with its position and ignored") {
                          "is ignored");
   CHECK(c.log_level == bb::log::Level::Warn);  // nothing from the file was used
   std::ofstream(dir + "/bad.yaml") << "log: loud\n";
-  CHECK(config_of({{"BB_CONFIG", dir + "/bad.yaml"}}).problems[0].find("bad.yaml:1:6: log must be off, warn, info or "
-                                                                       "debug") != std::string::npos);
+  CHECK(config_of({{"BB_CONFIG", dir + "/bad.yaml"}}).problems[0].find("bad.yaml:1:6: log 'loud' is not off, warn, info "
+                                                                       "or debug") != std::string::npos);
   CHECK(config_of({{"BB_CONFIG", "/nonexistent.yaml"}}).problems[0] ==
         "config error: /nonexistent.yaml:0:0: cannot open file; the file is ignored");
+}
+
+// README.md's settings table (its rows "| `BB_X=value` | what it does |") says what shim/settings.cpp
+// declares, and nothing else: each setting's row word for word, the BB_CONFIG row names every key.
+TEST_CASE("the README's settings table is the table of settings") {
+  std::ifstream f(std::string(BB_SOURCE_DIR) + "/README.md");
+  REQUIRE(f);
+  std::vector<std::string> rows;
+  std::string config_row;
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("| `BB_CONFIG=", 0) == 0) config_row = line;
+    else if (line.rfind("| `BB_", 0) == 0 && line.rfind("| `BB_CACHE`", 0) != 0) rows.push_back(line);
+  }
+  REQUIRE_FALSE(config_row.empty());
+  std::vector<std::string> expected;
+  for (const bb::shim::Setting& s : bb::shim::settings()) {
+    expected.push_back(std::string("| `") + s.env + "=" + s.value + "` | " + s.doc + " |");
+    CHECK(config_row.find(std::string("`") + s.key + "`") != std::string::npos);
+  }
+  CHECK(rows == expected);
+}
+
+TEST_CASE("a setting has the same limits in the environment and in the config file") {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/big.yaml") << "flush_seconds: 100000\n";
+  Config file = config_of({{"BB_CONFIG", dir + "/big.yaml"}});
+  REQUIRE(file.problems.size() == 1);
+  CHECK(file.problems[0].find("big.yaml:1:16: flush_seconds '100000' is not a number in [0, 86400]") !=
+        std::string::npos);
+  Config env = config_of({{"BB_FLUSH_SECONDS", "100000"}});
+  REQUIRE(env.problems.size() == 1);
+  CHECK(env.problems[0] == "BB_FLUSH_SECONDS='100000' is not a number in [0, 86400]; using 10");
+  std::ofstream(dir + "/many.yaml") << "max_signatures: 2.5\ndisable: maybe\n";
+  CHECK(config_of({{"BB_CONFIG", dir + "/many.yaml"}}).problems[0].find("is not a whole number in [1, 100000000]") !=
+        std::string::npos);
+  CHECK(config_of({{"BB_MAX_SIGNATURES", "2.5"}}).problems[0].find("is not a whole number in [1, 100000000]") !=
+        std::string::npos);
+  CHECK(config_of({{"BB_DISABLE", "maybe"}}).problems[0] ==
+        "BB_DISABLE='maybe' is not 1, true, on or yes, nor 0, false, off or no; using 0");
+  std::ofstream(dir + "/on.yaml") << "disable: on\nint_ranges: no\nlog: 2\n";
+  Config on = config_of({{"BB_CONFIG", dir + "/on.yaml"}});
+  CHECK(on.problems.empty());
+  CHECK(on.disabled);
+  CHECK_FALSE(on.int_ranges);
+  CHECK(on.log_level == bb::log::Level::Info);
 }
 
 TEST_CASE("trace names: default, explicit, per rank, with placeholders") {
@@ -231,7 +277,7 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
   snap.entries = {add, mm};
   snap.sigs = {7, 2};  // entries are sorted by name; signatures keep their own order
   snap.devices = {"cuda:0"};
-  bb::tracer::DeviceTimes times;
+  bb::tracer::DeviceTimeSnapshot times;
   times.status = "on";
   for (uint64_t ns : {3000, 1000, 2000}) times.by_signature[2].per_call.add(ns);
   times.by_signature[2].kernels = {{"gemm", 3}, {"Memset", 6}};

@@ -1,7 +1,7 @@
 #include <sstream>
 
 #include "catch.h"
-#include "replay/trace_summary.h"
+#include "tracer/format/trace_summary.h"
 #include "sample_trace.h"
 
 TEST_CASE("the summary lists ops by calls with their signature counts") {
@@ -11,7 +11,7 @@ TEST_CASE("the summary lists ops by calls with their signature counts") {
   extra.nested = 5;
   t.ops.push_back(extra);  // a second aten::add.Tensor signature
   std::ostringstream out;
-  bb::replay::print_summary(t, "x.yaml", {10, 2}, out);
+  bb::trace::print_summary(t, "x.yaml", {10, 2}, out);
   const std::string s = out.str();
   CHECK(s.find("trace x.yaml\n") == 0);
   CHECK(s.find("torch 2.11.0+cu130, pid 4242, rank 1, status exited") != std::string::npos);
@@ -27,7 +27,7 @@ TEST_CASE("the summary lists ops by calls with their signature counts") {
 TEST_CASE("the summary ranks ops by device time when the trace has it") {
   auto t = bb::test::sample_trace();  // add.Tensor: 7 calls timed, 21 us in total
   std::ostringstream out;
-  bb::replay::print_summary(t, "x.yaml", {10, 0}, out);
+  bb::trace::print_summary(t, "x.yaml", {10, 0}, out);
   const std::string s = out.str();
   CHECK(s.find("device timing: on; 7 calls timed, 2 device activities outside any op (0.002 ms), 1 calls unfinished "
                "at exit (not timed)") != std::string::npos);
@@ -36,6 +36,6 @@ TEST_CASE("the summary ranks ops by device time when the trace has it") {
                "at::native::vectorized_elementwise_kernel<4, at::nat...") != std::string::npos);
   t.ops[0].device_time.reset();
   std::ostringstream none;
-  bb::replay::print_summary(t, "x.yaml", {10, 0}, none);
+  bb::trace::print_summary(t, "x.yaml", {10, 0}, none);
   CHECK(none.str().find("top ops by device time") == std::string::npos);
 }

@@ -1,11 +1,11 @@
 // TorchBench operator-input logs: every construct the format uses, errors with positions, and a
 // round trip through the writer.
 #include "catch.h"
-#include "replay/torchbench.h"
+#include "tracer/format/torchbench.h"
 #include "sample_trace.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/trace_yaml.h"
 
-using bb::replay::parse_torchbench;
+using bb::trace::parse_torchbench;
 using bb::trace::ArgKind;
 
 namespace {
@@ -120,7 +120,7 @@ TEST_CASE("a trace written as a log reads back with the same values") {
   auto original = bb::test::sample_trace();
   original.ops.erase(original.ops.begin() + 1);  // the every-kind entry holds kinds the format cannot say
   original.ops[0].args[0].tensors[0]->offset = 0;  // nor a storage offset (see below)
-  auto text = bb::replay::to_torchbench(original);
+  auto text = bb::trace::to_torchbench(original);
   CHECK(text.skipped == 0);
   CHECK(text.text ==
         "Operator: aten.add.Tensor\n"
@@ -138,11 +138,11 @@ TEST_CASE("a trace written as a log reads back with the same values") {
 TEST_CASE("entries the format cannot express are counted, not written wrongly") {
   auto t = bb::test::sample_trace();
   t.ops[0].args[0].tensors[0]->offset = 0;
-  auto text = bb::replay::to_torchbench(t);
+  auto text = bb::trace::to_torchbench(t);
   CHECK(text.skipped == 1);
   CHECK(text.text.find("every_kind") == std::string::npos);
-  CHECK(bb::replay::looks_like_torchbench(text.text));
-  CHECK_FALSE(bb::replay::looks_like_torchbench(bb::trace::to_yaml(t)));
+  CHECK(bb::trace::looks_like_torchbench(text.text));
+  CHECK_FALSE(bb::trace::looks_like_torchbench(bb::trace::to_yaml(t)));
 }
 
 TEST_CASE("strings are escaped so that none can start a line, and read back the same") {
@@ -155,7 +155,7 @@ TEST_CASE("strings are escaped so that none can start a line, and read back the 
   approximate.kwarg_only = true;
   e.args.push_back(approximate);
   t.ops.push_back(e);
-  auto text = bb::replay::to_torchbench(t).text;
+  auto text = bb::trace::to_torchbench(t).text;
   CHECK(text ==
         "Operator: aten.gelu.default\n"
         "cnt: 1, ((), {'approximate': 'tanh\\'\\\\\\n\\rOperator: aten.evil.default\\ncnt: 9, ((), {})\\t\\x01"
@@ -181,7 +181,7 @@ TEST_CASE("an object repr or op name with a control character is left out, not w
   t.ops.push_back(e);
   t.ops[1].args.clear();
   t.ops[1].op = "aten::relu\ncnt: 1, ((), {})";
-  auto text = bb::replay::to_torchbench(t);
+  auto text = bb::trace::to_torchbench(t);
   CHECK(text.skipped == 2);
   CHECK(text.text.empty());
 }
@@ -190,7 +190,7 @@ TEST_CASE("a tensor with a storage offset is left out and counted, not written a
   auto t = bb::test::sample_trace();
   t.ops.erase(t.ops.begin() + 1);
   REQUIRE(t.ops[0].args[0].tensors[0]->offset == 5);
-  auto text = bb::replay::to_torchbench(t);
+  auto text = bb::trace::to_torchbench(t);
   CHECK(text.skipped == 1);
   CHECK(text.text == "Operator: aten.empty_cache.default\ncnt: 0, ((), {})\n");
 }

@@ -9,7 +9,8 @@
 
 #include "catch.h"
 #include "sample_trace.h"
-#include "tracer/trace_yaml.h"
+#include "tracer/format/op_name.h"
+#include "tracer/format/trace_yaml.h"
 
 using bb::trace::FormatError;
 using bb::trace::parse_trace;
@@ -203,7 +204,7 @@ TEST_CASE("only regular files of at most the size limit are read, and the error 
         fifo + ":0:0: not a regular file (a FIFO, a device or a socket cannot be read as input)");
   REQUIRE(truncate(big.c_str(), 0) != 0);  // not there yet
   { std::ofstream(big).put('x'); }
-  REQUIRE(truncate(big.c_str(), bb::trace::kMaxInputBytes + 1) == 0);  // sparse: costs no disk
+  REQUIRE(truncate(big.c_str(), bb::format::kMaxInputBytes + 1) == 0);  // sparse: costs no disk
   CHECK(error_reading(big) == big + ":0:0: larger than the input limit of 1 GiB");
   std::remove(fifo.c_str());
   std::remove(big.c_str());

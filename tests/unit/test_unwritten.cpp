@@ -1,18 +1,18 @@
-// Unwritten outputs (replay/integrity): elements that differ between two runs whose new memory was
+// Unwritten outputs (policy/verify/result_checks): elements that differ between two runs whose new memory was
 // poisoned differently, less those native leaves unwritten as well.
 #include <ATen/ATen.h>
 
 #include "catch.h"
-#include "replay/integrity.h"
+#include "policy/verify/result_checks.h"
 
-using bb::replay::Values;
+using bb::verify::Values;
 
 TEST_CASE("elements that differ between two runs are found per result and per list element") {
   at::Tensor a = at::zeros({2, 3}), b = a.clone();
   b.index_put_({1, 2}, 5.0);
   at::Tensor seed_a = at::full({}, 7, at::kLong), seed_b = at::full({}, -1, at::kLong);
   Values ra{a, c10::List<at::Tensor>({a, seed_a})}, rb{b, c10::List<at::Tensor>({a, seed_b})};
-  auto masks = bb::replay::differing_elements(ra, rb);
+  auto masks = bb::verify::differing_elements(ra, rb);
   REQUIRE(masks.size() == 2);
   REQUIRE(masks[0].size() == 1);
   REQUIRE(masks[0][0].defined());
@@ -22,7 +22,7 @@ TEST_CASE("elements that differ between two runs are found per result and per li
   CHECK_FALSE(masks[1][0].defined());  // the same bytes: nothing differs
   REQUIRE(masks[1][1].defined());
   CHECK(masks[1][1].item<bool>());
-  CHECK(bb::replay::unwritten_elements(ra, rb).find("result 0: 1 of 6 elements") == 0);
+  CHECK(bb::verify::unwritten_elements(ra, rb).find("result 0: 1 of 6 elements") == 0);
 }
 
 TEST_CASE("elements native leaves unwritten are not the kernel's fault; others still are") {
@@ -30,9 +30,9 @@ TEST_CASE("elements native leaves unwritten are not the kernel's fault; others s
   at::Tensor seed_a = at::full({}, 7, at::kLong), seed_b = at::full({}, -1, at::kLong);
   Values a{out_a, seed_a}, b{out_b, seed_b};
   // native's own two runs differ in the seed too (cuDNN attention without dropout)
-  auto native = bb::replay::differing_elements(Values{out_a, seed_a}, Values{out_a, seed_b});
-  CHECK(bb::replay::unwritten_elements(a, b).find("result 1") == 0);
-  CHECK(bb::replay::unwritten_elements(a, b, native).empty());
+  auto native = bb::verify::differing_elements(Values{out_a, seed_a}, Values{out_a, seed_b});
+  CHECK(bb::verify::unwritten_elements(a, b).find("result 1") == 0);
+  CHECK(bb::verify::unwritten_elements(a, b, native).empty());
   out_b[3] = 2.0;  // the kernel also left an element of the output unwritten: still caught
-  CHECK(bb::replay::unwritten_elements(a, Values{out_b, seed_b}, native).find("result 0: 1 of 4") == 0);
+  CHECK(bb::verify::unwritten_elements(a, Values{out_b, seed_b}, native).find("result 0: 1 of 4") == 0);
 }

@@ -1,0 +1,118 @@
+// The steps of one replay case, in the order replay/runner.cpp runs them, and what they share:
+//   build inputs, run          case_call.cpp       fresh seeded inputs; one call of native or of the kernel
+//   compare                    case_compare.cpp    the kernel's results against native's, with tolerances
+//   integrity                  case_integrity.cpp  the checks after the first call (docs/integrity.md)
+//   time                       case_timing.cpp     native and the kernel interleaved, each run checked
+//   summarize                  runner.cpp          the CaseResult
+// Each step returns what it found as a value (a Finding); none throws to say a kernel failed. Internal
+// to bb_replay: only runner.cpp and the step files include this.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/loader.h"
+#include "policy/verify/flags.h"
+#include "policy/verify/result_checks.h"
+#include "replay/inputs.h"
+#include "replay/report.h"
+#include "replay/runner.h"
+
+namespace bb::replay {
+
+using verify::Values;
+class CuptiCallTimer;
+
+// What every step of a case reads.
+struct CaseContext {
+  const BoundCall& bound;
+  const std::string& variant;
+  const backends::LoadedKernel* kernel;  // null: native against native (the harness's self-check)
+  const RunOptions& options;
+  const c10::OperatorHandle& op() const { return bound.op; }
+};
+
+// What a step found: nothing (why empty), or why the case fails, with the flags of the cheats caught.
+struct Finding {
+  std::string why;
+  std::vector<verify::Flag> flags;
+  bool found() const { return !why.empty(); }
+};
+inline Finding failure(std::string why) { return {std::move(why), {}}; }
+inline Finding caught(verify::Flag flag, std::string why) { return {std::move(why), {flag}}; }
+
+// ------------------------------------------------------------------ build inputs, run (case_call.cpp)
+
+// Input values for the case from `seed`. On CUDA drawn on the device, else (or where that fails) on the
+// CPU. Throws std::invalid_argument where the variant does not apply.
+Values inputs_for(const CaseContext& c, uint64_t seed);
+
+// Copies of `inputs` with memory of their own (each call writes only its own).
+Values copies(const Values& inputs);
+
+// One call's results: its outputs, then the arguments the schema lets it write (in-place, out=).
+// `native_call`: the first ATen compute op the kernel under test handed its work to ("" when none; always
+// "" for native).
+struct Called {
+  Values results;
+  std::string native_call;
+};
+
+// Runs native (kernel == null) or the kernel under test on `args`, which the call may write; every call of
+// the kernel is watched for native calls. `timed`: native is entered at its backend kernel, as the kernel
+// under test is (the dispatcher's autograd and view layers would otherwise be charged to native alone),
+// and the caller charges the time. `sync` false: return as soon as the call returns (the CUPTI call timer
+// finds out what it left running). Exceptions of the call itself (a kernel that raises or declines, native
+// rejecting the call) pass through.
+Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
+            c10::Device device, bool timed = false, bool sync = true);
+// Native's results (no watch: nothing to find).
+Values call_native(const c10::OperatorHandle& op, const Values& args, c10::Device device);
+
+// The finding for a native call seen on one of the kernel's calls; `phase` says which ("its first call",
+// "a warm-up run", ...).
+Finding native_call_seen(const std::string& op, const std::string& phase);
+
+// Says whose code runs next (report_phases_to); outside any timed region.
+void note_phase(const backends::LoadedKernel* kernel);
+void synchronize(c10::Device device);
+
+// Bytes of the results' storage: what the call must at least write.
+double result_bytes(const Values& results);
+// Memory to have free and poisoned (CUDA) before a kernel runs: twice its results, plus room for scratch.
+size_t poison_reserve(const Values& native_results);
+
+// This worker's CUPTI call timer, made on first use; null (with the reason) where CUPTI is unusable.
+CuptiCallTimer* call_timer(const c10::Device& device, std::string* why);
+
+// ------------------------------------------------------------------ compare (case_compare.cpp)
+
+// The kernel's results against native's on `inputs`: per-dtype tolerances, a float64 reference for low
+// precision results, the elements native itself leaves unwritten. Fills the errors, tolerance and notes
+// of `r`.
+Finding compare(const CaseContext& c, const Values& inputs, const Values& native, const Values& generated,
+                CaseResult& r);
+
+// Elements of native's results that hold whatever the memory held before the call (cuDNN attention's
+// RNG seed and offset when it has no dropout): native twice on the same inputs, its new memory poisoned
+// differently each time. Nothing defines them: they are compared nowhere, and a kernel that leaves
+// them unwritten too is not flagged. Only asked after a mismatch: honest cases never pay for it.
+verify::ElementMasks native_unwritten(const c10::OperatorHandle& op, const Values& inputs, const RunOptions& o);
+
+// ------------------------------------------------------------------ integrity (case_integrity.cpp)
+
+// The checks after the kernel's first call, in the order a cheat would be caught. `native` and
+// `generated` gain the arguments native changed although the schema does not say so.
+Finding check(const CaseContext& c, const Values& inputs, Values& native, const Values& native_args, Values& args,
+              Values& generated, CaseResult& r);
+
+// ------------------------------------------------------------------ time (case_timing.cpp)
+
+// Times both sides and judges the times (sets r.native, r.generated, r.unstable, or says why not timed in
+// r.message).
+Finding time_case(const CaseContext& c, const Values& generated, CaseResult& r);
+
+}  // namespace bb::replay

@@ -1,0 +1,304 @@
+// Step "time" of a replay case (replay/case_steps.h): native and the kernel under test, interleaved
+// (alternating which goes first), with their operands evicted from the caches. Every run pair gets an
+// input set of its own (its own seed; each side runs on its own copy of it), and the kernel's result is
+// checked against native's on it (outside the timed region), so a kernel cannot be right once and then
+// cached or wrong in the loop: no inputs repeat, so a cache keyed on addresses, shapes or values never
+// hits.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include "bb/kernel.h"
+#include "policy/verify/cuda_checks.h"
+#include "policy/verify/native_watch.h"
+#include "policy/verify/result_checks.h"
+#include "replay/cache_evict.h"
+#include "replay/case_steps.h"
+#include "replay/cupti_call_timer.h"
+#include "replay/spent.h"
+
+namespace bb::replay {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using verify::Flag;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+Timing summarize(std::vector<double> samples, std::vector<double> events = {}) {
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) { return samples[static_cast<size_t>(q * (samples.size() - 1) + 0.5)]; };
+  Timing t{at(0.5), at(0.25), at(0.75), samples.front(), static_cast<int>(samples.size())};
+  if (!events.empty()) {
+    std::sort(events.begin(), events.end());
+    t.events_median = events[events.size() / 2];
+  }
+  return t;
+}
+
+// Whether the median of `samples` is known to within `precision` of it: the half-width of its
+// distribution-free 95% confidence interval, [x(k), x(n+1-k)] of the sorted samples with the largest k
+// whose coverage 1 - 2 P(Binomial(n, 1/2) < k) is at least 95% (six samples at least).
+bool known_within(std::vector<double> samples, double precision) {
+  const size_t n = samples.size();
+  if (n < 6) return false;
+  std::sort(samples.begin(), samples.end());
+  size_t k = 0;  // P(Binomial(n, 1/2) <= j), summed as j grows
+  double below = 0, term = std::ldexp(1.0, -static_cast<int>(n));  // C(n, 0) / 2^n
+  for (size_t j = 0; j < n / 2; ++j) {
+    below += term;
+    if (1 - 2 * below < 0.95) break;
+    k = j + 1;
+    term = term * static_cast<double>(n - j) / static_cast<double>(j + 1);
+  }
+  if (k == 0) return false;
+  const double median = samples[n / 2], half = (samples[n - k] - samples[k - 1]) / 2;
+  return median > 0 && half <= precision * median;
+}
+
+// Why a case's times are no evidence of speed, or "": a side whose interquartile range is wider than
+// its median (bimodal or noisy samples: another process, clock changes, a busy GPU), or fewer than
+// five samples.
+std::string unstable(const Timing& native, const Timing& generated) {
+  for (const auto& [who, t] : {std::pair<const char*, const Timing&>{"native", native}, {"the kernel", generated}}) {
+    std::ostringstream s;
+    if (t.samples < 5) {
+      s << who << " has " << t.samples << " timed samples (fewer than 5)";
+      return s.str();
+    }
+    if (t.q3 - t.q1 > t.median) {
+      s << who << "'s interquartile range (" << t.q1 << " to " << t.q3 << " us) is wider than its median (" << t.median
+        << " us)";
+      return s.str();
+    }
+  }
+  return "";
+}
+
+// One side's runs: native (kernel null) or the kernel under test.
+struct Side {
+  const backends::LoadedKernel* kernel = nullptr;
+  std::vector<double> us, events_us;  // per timed run
+  int activities = 0;                 // CUDA: kernels, copies and sets seen, all runs
+  verify::Findings findings;          // CUDA: the first of each kind
+  void clear() { us.clear(), events_us.clear(); }
+};
+
+// The interleaved runs of one case and what they found.
+class Interleaved {
+ public:
+  Interleaved(const CaseContext& c, CuptiCallTimer* timer, const CaseResult& r)
+      : c_(c), o_(c.options), timer_(timer), r_(r) {
+    generated_.kernel = c.kernel;
+  }
+
+  // Two warm-up pairs (first-call costs are not the kernel's), then the timed pairs.
+  Finding run_all() {
+    for (int w = -2; w < 0; ++w)
+      if (Finding f = pair(w, true); f.found()) return f;
+    // A call that launched no device work on either side, twice each (views, metadata, shape queries):
+    // there is nothing to time, and timing it would only measure the timer.
+    no_device_work_ = timer_ && native_.activities == 0 && generated_.activities == 0;
+    native_.clear();
+    generated_.clear();
+    if (!no_device_work_)
+      if (Finding f = repetitions(); f.found()) return f;
+    return judge_findings();
+  }
+
+  // "" or why there are no times although both sides ran.
+  std::string not_timed() const {
+    return no_device_work_ ? "no device work: neither native nor the kernel launched a kernel, copy or set in two "
+                             "runs each"
+                           : "";
+  }
+  Timing native() const { return summarize(native_.us, native_.events_us); }
+  Timing generated() const { return summarize(generated_.us, generated_.events_us); }
+
+ private:
+  // Enough once both medians are known to within `precision` (the fast, steady kernels of a GPU: 6
+  // pairs, not 25). Samples that are no evidence of speed yet (unstable(): a busy machine, a clock
+  // change) get more repetitions, up to four times those asked for (when five or more were), within
+  // the budget: noise is outwaited, not reported.
+  Finding repetitions() {
+    const auto start = Clock::now();
+    making_inputs_ = 0;  // seconds spent making inputs: not part of the budget
+    const int most = 4 * o_.repetitions;
+    for (int rep = 0; rep < most; ++rep) {
+      if (o_.precision > 0 && known_within(native_.us, o_.precision) && known_within(generated_.us, o_.precision))
+        break;
+      if (rep >= o_.repetitions &&
+          (o_.repetitions < 5 || unstable(summarize(native_.us), summarize(generated_.us)).empty()))
+        break;
+      if (Finding f = pair(rep, rep % 2 == 0); f.found()) return f;
+      if (rep >= 4 && seconds_since(start) - making_inputs_ > o_.budget_seconds) break;
+    }
+    return {};
+  }
+
+  // One pair of runs on an input set of its own; the kernel's result checked against native's.
+  Finding pair(int rep, bool native_first) {
+    // (seeds 7919·k apart from the checks' own; warm-ups are rep -2 and -1)
+    const auto made = Clock::now();
+    const Values inputs = inputs_for(c_, o_.seed + 7919 * static_cast<uint64_t>(rep + 3));
+    making_inputs_ += seconds_since(made);
+    const std::string phase = rep < 0 ? "a warm-up run" : "timed repetition " + std::to_string(rep + 1);
+    Called expected, got;
+    if (native_first) {
+      expected = run(native_, inputs);
+      got = run(generated_, inputs);
+    } else {
+      got = run(generated_, inputs);
+      expected = run(native_, inputs);
+    }
+    if (!got.native_call.empty()) return native_call_seen(got.native_call, phase);
+    if (!o_.check) return {};
+    CaseResult scratch = r_;  // (the timed runs' errors and notes are not the case's)
+    const Finding wrong = compare(c_, inputs, expected.results, got.results, scratch);
+    if (!wrong.found()) {
+      previous_ = copies(got.results);
+      return {};
+    }
+    const bool cached = !previous_.empty() && verify::bitwise_equal(previous_, got.results);
+    const std::string why = (rep < 0 ? std::string("warm-up run: ") : phase + ": ") +
+                            (cached ? "the kernel returned exactly its result for other inputs: " : "") + wrong.why;
+    return cached ? caught(Flag::CachedResult, why) : failure(why);
+  }
+
+  // One timed run of a side on its own copy of `inputs`. Both sides run the same way; the kernel's watch
+  // (a thread-local RecordFunction callback, see call()) costs it nothing unless it calls ATen ops, and
+  // then 0.1-0.35 us each (docs/performance.md).
+  Called run(Side& side, const Values& inputs) {
+    Values args = copies(inputs);
+    note_phase(side.kernel);
+    return timer_ ? run_on_device(side, args) : run_on_host(side, args);
+  }
+
+  Called run_on_device(Side& side, const Values& args) {
+    Called result;
+    std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction, synchronization and CUPTI flush
+    CuptiCallSample s = timer_->time([&] {
+      Spent timed(phase::kTimed);
+      result = call(c_.op(), side.kernel, args, o_.device, true, false);
+    });
+    evicting.reset();
+    side.us.push_back(s.device_us);
+    side.events_us.push_back(s.events_us);
+    side.activities += s.activities;
+    if (side.findings.escaping.empty()) side.findings.escaping = s.findings.escaping;
+    if (side.findings.tampering.empty()) side.findings.tampering = s.findings.tampering;
+    if (side.findings.library.empty()) side.findings.library = s.findings.library;
+    return result;
+  }
+
+  Called run_on_host(Side& side, const Values& args) {
+    std::optional<Spent> evicting(phase::kEvict);
+    evict(args);
+    synchronize(o_.device);
+    evicting.reset();
+    Spent timed(phase::kTimed);  // (its clock readings are outside the host clock's)
+    // The watch's callback is added before the clock starts: the timed call pays only the callback's
+    // cost on each ATen op the kernel itself calls (bench/watch_overhead.cpp). (Not on CUDA: the
+    // timer's own eviction calls ATen, and host time is not what is measured there.)
+    std::optional<verify::NativeCallWatch> around;
+    if (side.kernel) around.emplace(side.kernel->op);
+    const auto t0 = Clock::now();
+    Called result = call(c_.op(), side.kernel, args, o_.device, true, true);  // synchronizes before returning
+    side.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    return result;
+  }
+
+  // A kernel is accused only of what native itself does not do here; native against native (the
+  // self-check) is accused of anything, so that a check that fires on honest work shows there.
+  Finding judge_findings() const {
+    const verify::Findings& n = native_.findings;
+    const verify::Findings& g = generated_.findings;
+    if (!g.escaping.empty() && (!c_.kernel || n.escaping.empty())) return caught(Flag::EscapingWork, g.escaping);
+    if (!g.tampering.empty() && (!c_.kernel || n.tampering.empty()))
+      return caught(Flag::EnvironmentTampering, g.tampering);
+    if (c_.kernel && !g.library.empty())
+      return caught(Flag::NativeCall, g.library + ": a vendor library did the work of the op the kernel implements");
+    return {};
+  }
+
+  const CaseContext& c_;
+  const RunOptions& o_;
+  CuptiCallTimer* timer_;  // null: host clock
+  const CaseResult& r_;
+  Side native_, generated_;
+  Values previous_;  // the kernel's (correct) result on the previous pair's inputs
+  double making_inputs_ = 0;
+  bool no_device_work_ = false;
+};
+
+// Four times faster than writing its results at the copy bandwidth this device reached: not to be
+// trusted. (Not closer: results smaller than L2 can be written into it faster than to memory.)
+Finding impossible_speed(const CaseContext& c, const Values& generated, const Timing& g) {
+  std::string no_timer;
+  CuptiCallTimer* timer = c.options.device.is_cuda() && c.kernel ? call_timer(c.options.device, &no_timer) : nullptr;
+  if (!timer) return {};
+  const double bytes = result_bytes(generated);
+  const double floor_us = verify::speed_of_light_us(bytes, timer->copy_bandwidth());
+  if (bytes < (1 << 20) || g.median >= 0.25 * floor_us) return {};
+  std::ostringstream m;
+  m << "the kernel's median " << g.median << " us is below a quarter of the " << floor_us
+    << " us it takes to write its " << bytes / 1e6 << " MB of results at this device's measured copy bandwidth";
+  return caught(Flag::ImpossibleSpeed, m.str());
+}
+
+// How many repetitions the step makes, as the report says it.
+std::string repetitions_text(const RunOptions& o) {
+  std::ostringstream s;
+  s << o.repetitions << " interleaved repetitions per kernel";
+  if (o.repetitions >= 5)
+    s << " (up to " << 4 * o.repetitions << " while a side's interquartile range is wider than its median)";
+  if (o.precision > 0)
+    s << ", fewer once both medians are known to within " << 100 * o.precision
+      << "% (95% confidence interval, 6 repetitions at least)";
+  s << ", stopping after 5 once " << o.budget_seconds << " s are spent";
+  return s.str();
+}
+
+}  // namespace
+
+Finding time_case(const CaseContext& c, const Values& generated, CaseResult& r) {
+  const RunOptions& o = c.options;
+  std::string why_not;
+  CuptiCallTimer* timer = o.device.is_cuda() ? call_timer(o.device, &why_not) : nullptr;
+  if (o.device.is_cuda() && !timer) {  // no device timing in this worker: the case stays checked, not timed
+    r.message = "not timed: no device timing: " + why_not;
+    return {};
+  }
+  try {
+    Interleaved runs(c, timer, r);
+    if (Finding f = runs.run_all(); f.found()) return f;
+    if (std::string why = runs.not_timed(); !why.empty()) {
+      r.message = "not timed: " + why;
+      return {};
+    }
+    r.native = runs.native();
+    r.generated = runs.generated();
+    r.unstable = unstable(*r.native, *r.generated);
+    return impossible_speed(c, generated, *r.generated);
+  } catch (const std::exception& e) {
+    return failure(std::string("failed while being timed: ") + e.what());
+  }
+}
+
+std::string timing_method(const RunOptions& o) {
+  if (!o.time) return "not timed (--check-only)";
+  if (o.device.is_cuda())
+    return "device time from CUPTI: the busy time of every kernel, copy and set the call ran, on any stream, with "
+           "the device otherwise idle and the L2 cache evicted (twice its size read, leaving no dirty line) before "
+           "each run; CUDA events around the call as a cross-check; " + repetitions_text(o) +
+           ", 2 warm-ups, new inputs (own seed) for every run pair; median and interquartile range";
+  return "host clock (steady_clock), " + repetitions_text(o) +
+         ", 2 warm-ups, new inputs (own seed) for every run pair, operands evicted from every cache level (clflush) "
+         "before each run; median and interquartile range";
+}
+
+}  // namespace bb::replay

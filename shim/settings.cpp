@@ -1,0 +1,192 @@
+#include "shim/settings.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+#include <type_traits>
+
+namespace bb::shim {
+namespace {
+
+// ------------------------------------------------------------------ parsers
+
+// 1, true, on, yes / 0, false, off, no.
+std::optional<bool> boolean(const std::string& v) {
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no") return false;
+  return std::nullopt;
+}
+const char* const kNotBoolean = "is not 1, true, on or yes, nor 0, false, off or no";
+
+std::string number_text(double v) {
+  std::ostringstream s;
+  s << std::setprecision(15) << v;  // (100000000, not 1e+08)
+  return s.str();
+}
+
+// A number in [min, max]; nullopt otherwise.
+std::optional<double> number(const std::string& v, double min, double max) {
+  char* end = nullptr;
+  errno = 0;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || errno || *end || !std::isfinite(d) || d < min || d > max) return std::nullopt;
+  return d;
+}
+std::string not_a_number(double min, double max, bool integer) {
+  return std::string("is not ") + (integer ? "a whole number" : "a number") + " in [" + number_text(min) + ", " +
+         number_text(max) + "]";
+}
+
+// A path as written: relative ones are relative to the BB_CONFIG file's folder when they come from it.
+std::string resolved(const std::string& path, const std::string& file_dir) {
+  return path.empty() || path[0] == '/' ? path : file_dir + path;
+}
+
+// "ON/PERIOD" in milliseconds, 0 < ON < PERIOD <= 60000; "off" or "0": every call.
+std::string read_sampling(const std::string& v, const std::string&, Config& c) {
+  if (v == "off" || v == "0") {
+    c.sample_on_ms = c.sample_period_ms = 0;
+    return "";
+  }
+  unsigned on = 0, period = 0;
+  char extra = 0;
+  if (std::sscanf(v.c_str(), "%u/%u%c", &on, &period, &extra) != 2 || on == 0 || on >= period || period > 60000)
+    return "is not ON/PERIOD in milliseconds with 0 < ON < PERIOD <= 60000 (e.g. 10/100), or off";
+  c.sample_on_ms = on;
+  c.sample_period_ms = period;
+  return "";
+}
+std::string sampling_text(const Config& c) {
+  return c.sample_period_ms ? std::to_string(c.sample_on_ms) + "/" + std::to_string(c.sample_period_ms) : "off";
+}
+
+std::string read_log(const std::string& v, const std::string&, Config& c) {
+  static const char* const kLevels[] = {"off", "warn", "info", "debug", "0", "1", "2", "3"};
+  for (const char* level : kLevels)
+    if (v == level) {
+      c.log_level = log::parse_level(level);
+      return "";
+    }
+  return "is not off, warn, info or debug (or 0 to 3)";
+}
+std::string log_text(const Config& c) {
+  static const char* const kNames[] = {"off", "warn", "info", "debug"};
+  return kNames[static_cast<int>(c.log_level)];
+}
+
+std::string read_trace(const std::string& v, const std::string& file_dir, Config& c) {
+  if (v == "off" || v == "0" || v == "false") {
+    c.trace = false;
+  } else {
+    c.trace = true;
+    c.trace_path = resolved(v, file_dir);
+  }
+  return "";
+}
+
+// Generic readers of one Config member: a flag, a number within limits, a path.
+template <bool Config::*Member>
+std::string read_flag(const std::string& v, const std::string&, Config& c) {
+  const auto b = boolean(v);
+  if (!b) return kNotBoolean;
+  c.*Member = *b;
+  return "";
+}
+template <bool Config::*Member>
+std::string flag_text(const Config& c) {
+  return c.*Member ? "1" : "0";
+}
+
+template <class T, T Config::*Member, long long Min, long long Max>
+std::string read_number(const std::string& v, const std::string&, Config& c) {
+  constexpr bool integer = std::is_integral_v<T>;
+  const auto d = number(v, static_cast<double>(Min), static_cast<double>(Max));
+  if (!d || (integer && std::floor(*d) != *d)) return not_a_number(Min, Max, integer);
+  c.*Member = static_cast<T>(*d);
+  return "";
+}
+template <class T, T Config::*Member>
+std::string number_value_text(const Config& c) {
+  return number_text(static_cast<double>(c.*Member));
+}
+
+template <std::string Config::*Member>
+std::string read_path(const std::string& v, const std::string& file_dir, Config& c) {
+  c.*Member = resolved(v, file_dir);
+  return "";
+}
+template <std::string Config::*Member>
+std::string path_text(const Config& c) {
+  return c.*Member;
+}
+
+std::string read_policy(const std::string& v, const std::string& file_dir, Config& c) {
+  c.policy = resolved(v, file_dir);
+  c.policy_section.clear();
+  return "";
+}
+
+std::string trace_text(const Config& c) { return c.trace ? c.trace_path : "off"; }
+
+}  // namespace
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table = {
+      {"BB_DISABLE", "disable", "1", "turn everything off", read_flag<&Config::disabled>,
+       flag_text<&Config::disabled>},
+      {"BB_TRACE", "trace", "path",
+       "trace file (default `bbtrace.yaml` in the working directory); `%p` → pid, `%r` → rank; `off` disables "
+       "tracing",
+       read_trace, trace_text},
+      {"BB_LOG", "log", "off\\|warn\\|info\\|debug", "stderr verbosity (default `warn`: only problems)", read_log,
+       log_text},
+      {"BB_FLUSH_SECONDS", "flush_seconds", "s",
+       "rewrite the trace every `s` seconds while running, after trying every second until the first file is "
+       "written (default 10; 0: only at exit and on signals; at most 86400)",
+       read_number<double, &Config::flush_seconds, 0, 86400>, number_value_text<double, &Config::flush_seconds>},
+      {"BB_MAX_SIGNATURES", "max_signatures", "n",
+       "distinct signatures kept (default 100000, at most 100000000); calls past it are counted as "
+       "`untraced_calls`",
+       read_number<size_t, &Config::max_signatures, 1, 100000000>,
+       number_value_text<size_t, &Config::max_signatures>},
+      {"BB_INT_RANGES", "int_ranges", "0", "do not sample value ranges of integer tensors",
+       read_flag<&Config::int_ranges>, flag_text<&Config::int_ranges>},
+      {"BB_DEVICE_TIME", "device_time", "0",
+       "no CUPTI device timing on CUDA (on by default; [docs/device-time.md](docs/device-time.md))",
+       read_flag<&Config::device_time>, flag_text<&Config::device_time>},
+      {"BB_DEVICE_TIME_SAMPLE", "device_time_sample", "100/1000",
+       "sampled device timing: only calls inside 100 ms windows every 1000 ms are timed, and CUPTI is detached in "
+       "between (default: every call timed); for launch-bound programs: a tiny CUDA op costs +0.85 µs instead of "
+       "+2.07 ([docs/device-time.md](docs/device-time.md), [docs/performance.md](docs/performance.md))",
+       read_sampling, sampling_text},
+      {"BB_TIMELINE", "timeline", "path",
+       "also write a Chrome-trace/Perfetto timeline there at exit; `%p`, `%r` as for `BB_TRACE`",
+       read_path<&Config::timeline>, path_text<&Config::timeline>},
+      {"BB_TIMELINE_MAX_EVENTS", "timeline_max_events", "n",
+       "timeline events kept per kind (default 1000000, at most 1000000000; later ones are counted, not kept)",
+       read_number<size_t, &Config::timeline_max_events, 1, 1000000000>,
+       number_value_text<size_t, &Config::timeline_max_events>},
+      {"BB_BACKEND", "backend", "dir",
+       "route every op this backend folder provides ([docs/backends.md](docs/backends.md))",
+       read_path<&Config::backend>, path_text<&Config::backend>},
+      {"BB_POLICY", "policy", "file",
+       "routing policy: which ops, conditions, route/shadow/off, errors, tolerances "
+       "([docs/policy.md](docs/policy.md)); in a BB_CONFIG file also the policy itself (a map)",
+       read_policy, path_text<&Config::policy>},
+      {"BB_SUMMARY", "summary", "file", "write the routing summary there instead of stderr",
+       read_path<&Config::summary>, path_text<&Config::summary>},
+  };
+  return table;
+}
+
+const Setting* setting_for_key(const std::string& key) {
+  for (const Setting& s : settings())
+    if (key == s.key) return &s;
+  return nullptr;
+}
+
+}  // namespace bb::shim

@@ -1,0 +1,18 @@
+#include "tracer/format/op_name.h"
+
+namespace bb::trace {
+
+std::pair<std::string, std::string> split_op(const std::string& op) {
+  auto colon = op.rfind("::");
+  auto dot = op.find('.', colon == std::string::npos ? 0 : colon + 2);
+  if (dot == std::string::npos) return {op, ""};
+  return {op.substr(0, dot), op.substr(dot + 1)};
+}
+
+std::string join_op(const std::string& name, const char* overload) {
+  return overload && *overload ? name + "." + overload : name;
+}
+
+std::string base_name(const std::string& op) { return split_op(op).first; }
+
+}  // namespace bb::trace
