@@ -1,6 +1,7 @@
 // bbtrace: look at and convert traces.
 //   bbtrace summary TRACE [--top N] [--signatures N]
 //   bbtrace convert IN OUT [--to yaml|torchbench]
+//   bbtrace merge TRACE... -o OUT [--keep-devices]   (tracer/trace_merge.h)
 // TRACE/IN may be a bbshim trace (YAML) or a TorchBench operator-input log; the format is read from
 // the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace) or a failed
 // write.
@@ -13,6 +14,8 @@
 
 #include "replay/torchbench.h"
 #include "replay/trace_summary.h"
+#include "shim/atomic_file.h"
+#include "tracer/trace_merge.h"
 #include "tracer/trace_yaml.h"
 
 namespace {
@@ -42,6 +45,24 @@ int convert(const std::string& in, const std::string& out, std::string to) {
   return 0;
 }
 
+int merge(const std::vector<std::string>& in, const std::string& out, bool keep_devices) {
+  std::vector<bb::trace::Trace> traces;
+  for (const auto& f : in) traces.push_back(bb::replay::load_any_trace(f));
+  bb::trace::Trace t;
+  try {
+    t = bb::trace::merge_traces(traces, in, {!keep_devices});
+  } catch (const bb::trace::TraceMergeError& e) {
+    std::cerr << "bbtrace merge: " << e.what() << "\n";
+    return 2;
+  }
+  if (std::string why = bb::shim::write_file_atomic(out, bb::trace::to_yaml(t)); !why.empty()) {
+    std::cerr << "bbtrace: " << why << "\n";
+    return 2;
+  }
+  std::cerr << "bbtrace: wrote " << out << " (" << in.size() << " traces, " << t.ops.size() << " signatures)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,6 +80,13 @@ int main(int argc, char** argv) {
   conv->add_option("out", out, "output file")->required();
   conv->add_option("--to", to, "output format (default: torchbench for .txt, else yaml)")
       ->check(CLI::IsMember({"yaml", "torchbench"}));
+  std::vector<std::string> inputs;
+  bool keep_devices = false;
+  CLI::App* mrg = app.add_subcommand("merge", "merge the traces of a program's processes (torchrun: one per rank)");
+  mrg->add_option("traces", inputs, "the traces, e.g. bbtrace.rank*.yaml")->required();
+  mrg->add_option("-o,--output", out, "the merged trace (YAML)")->required();
+  mrg->add_flag("--keep-devices", keep_devices,
+                "keep device indices as traced (default: renumbered per process, rank R's cuda:R becomes cuda:0)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -67,6 +95,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (conv->parsed()) return convert(path, out, to);
+    if (mrg->parsed()) return merge(inputs, out, keep_devices);
     bb::replay::print_summary(bb::replay::load_any_trace(path), path, options, std::cout);
   } catch (const bb::trace::FormatError& e) {
     std::cerr << "bbtrace: " << e.what() << "\n";

@@ -10,6 +10,7 @@ set -euo pipefail
 BB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB_BUILD_DIR=${BB_BUILD_DIR:-$BB_ROOT/build}
 BB_TORCH_PIN="torch==2.11.0"
+BB_RAY_PIN="ray==2.60.0"  # wheels for Python 3.11 and 3.12 (about 80 MB with its dependencies)
 BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev
                  nlohmann-json3-dev)
 
@@ -66,6 +67,19 @@ bb_choose_python() {
     "$BB_PY" -m pip install -q --disable-pip-version-check "$BB_TORCH_PIN" numpy pyyaml
   fi
   bb_say "python: $BB_PY ($("$BB_PY" -c 'import torch; print("torch", torch.__version__)'))"
+}
+
+# Ray, for scripts/bbreplay_ray.py and its test (integration.ray), which is skipped without it: installed
+# into the project's Python when missing (scripts/test calls this; nothing else needs Ray). Not into a
+# BB_PYTHON you chose, nor with BB_NO_INSTALL=1: `$BB_PY -m pip install "$BB_RAY_PIN"` does it by hand.
+bb_install_ray() {
+  "$BB_PY" -c 'import ray' 2>/dev/null && return
+  if [ "${BB_NO_INSTALL:-0}" = 1 ] || [ -n "${BB_PYTHON:-}" ]; then
+    bb_say "no ray in $BB_PY (BB_NO_INSTALL or BB_PYTHON set): integration.ray is skipped"
+    return
+  fi
+  bb_say "installing $BB_RAY_PIN into $BB_PY (for scripts/bbreplay_ray.py; a minute or two)"
+  "$BB_PY" -m pip install -q --disable-pip-version-check --no-compile "$BB_RAY_PIN"
 }
 
 bb_build() {
