@@ -17,7 +17,8 @@ this script's: 0 every checked case passed, 1 some case failed, 2 bad usage, a p
 run, or a cluster that does not answer.
 
 `--address` connects to a running cluster (`ray start --head` on one node, `ray start --address=...`
-on the others); without it a local Ray is started with this machine's CPUs and GPUs. Every node needs
+on the others); without it a local Ray is started with this machine's CPUs and GPUs, listening on the
+loopback address only. Every node needs
 bbreplay built against the same torch at the same path (docs/replay.md says how): `--bbreplay` names it
 (default: this checkout's build/bin/bbreplay), or `--ship-build` sends this machine's build/bin/bbreplay
 and build/include through the object store.
@@ -176,7 +177,6 @@ def start_ray(args, data):
     import ray
     if args.address:
         check_reachable(args.address)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     size = sum(len(v) for v in data.values() if isinstance(v, bytes))
     try:
         if args.address:
@@ -240,6 +240,11 @@ def say(text):
 def main(argv):
     try:
         args, extra = parse_args(argv)
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        if not args.address:
+            # A local Ray on the loopback address only (Ray's switch for its single-machine mode): nothing
+            # outside this machine needs to reach it.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             import ray  # noqa: F401
         except ImportError:

@@ -54,6 +54,7 @@ class RayLauncher(unittest.TestCase):
 
     def launcher(self, out, *args):
         cmd = [PYTHON, LAUNCHER, self.trace, "--parts", "3", "--device", "cpu", "--local-cpus", "2", "--json", out,
+               "--bbreplay", BBREPLAY,
                "--parts-dir", self.dir / out.stem, *args, "--", "--check-only", "--ops", OPS]
         env = base_env()
         env["RAY_USAGE_STATS_ENABLED"] = "0"
