@@ -35,8 +35,8 @@ class Run:
     dir = trace = single = parts = None
 
 
-def replay(*args, expect=(0,)):
-    r = run([BBREPLAY, Run.trace, "--device", "cpu", "--check-only", "--ops", OPS, *args], base_env(), timeout=600)
+def replay(*args, expect=(0,), ops=OPS):
+    r = run([BBREPLAY, Run.trace, "--device", "cpu", "--check-only", "--ops", ops, *args], base_env(), timeout=600)
     assert r.returncode in expect, r.stdout + r.stderr
     out = args[args.index("--json") + 1] if "--json" in args else None
     return json.loads(Path(out).read_text()) if out and r.returncode != 2 else r
@@ -63,8 +63,8 @@ class Shards(unittest.TestCase):
     single = property(lambda self: Run.single)
     parts = property(lambda self: Run.parts)
 
-    def replay(self, *args, expect=(0,)):
-        return replay(*args, expect=expect)
+    def replay(self, *args, expect=(0,), ops=OPS):
+        return replay(*args, expect=expect, ops=ops)
 
     def merge(self, *parts, out=None, expect=0):
         out = out or self.dir / "merged.json"
@@ -129,12 +129,12 @@ class Shards(unittest.TestCase):
 
     def test_more_parts_than_cases(self):
         # a part with no case is a part all the same: the merge is complete
-        one = ["--ops", "relu", "--variants", "traced"]
-        single = self.replay(*one, "--json", self.dir / "relu.json")
+        one = ["--variants", "traced"]
+        single = self.replay(*one, "--json", self.dir / "relu.json", ops="relu")
         n = len(single["cases"]) + 2
         parts = [self.dir / f"relu{k}.json" for k in range(n)]
         for k, p in enumerate(parts):
-            self.replay(*one, "--shard", f"{k}/{n}", "--json", p)
+            self.replay(*one, "--shard", f"{k}/{n}", "--json", p, ops="relu")
         self.merge(*parts, out=self.dir / "relu-merged.json")
         same_run(self, json.loads((self.dir / "relu-merged.json").read_text()), single)
 
