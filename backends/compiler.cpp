@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "backends/content_hash.h"
 #include "backends/op_names.h"
 #include "backends/process.h"
 
@@ -109,21 +110,7 @@ std::string canonical_dir(const std::string& dir) {
   return ::realpath(dir.c_str(), buf) ? std::string(buf) : dir;
 }
 
-struct Hash {  // two independent 64-bit FNV-1a streams: a 128-bit cache key
-  uint64_t a = 1469598103934665603ull, b = 0x84222325cbf29ce4ull;
-  void add(const std::string& s) {
-    for (unsigned char c : s) {
-      a = (a ^ c) * 1099511628211ull;
-      b = (b ^ c) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
-    }
-    a = (a ^ 0xff) * 1099511628211ull;  // field separator
-  }
-  std::string hex() const {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
-    return buf;
-  }
-};
+using Hash = ContentHash;  // the cache key
 
 bool uses_cuda(const KernelDir& d) {
   return std::any_of(d.sources.begin(), d.sources.end(), [](auto& s) { return ends_with(s, ".cu"); });

@@ -1,6 +1,7 @@
 // bbreplay: check and benchmark kernels on the calls a program really made (docs/replay.md).
 //   bbreplay TRACE [--backend DIR] [--policy F] [--ops LIST] [--device cpu|cuda] [--seed N]
-//            [--variants LIST] [--check-only|--perf-only] [--json F] [--csv F] [--markdown F] ...
+//            [--variants LIST] [--check-only|--perf-only] [--json F] [--csv F] [--markdown F] [--shard K/N] ...
+//   bbreplay merge PART.json... [--json F] [--csv F] [--markdown F]   (replay/merge_cli.cpp)
 // Exit codes: 0 every checked case passed, 1 some case failed, crashed or timed out, 2 usage or input
 // error (file:line:column for a bad trace or policy).
 #include <ATen/Context.h>
@@ -29,17 +30,20 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/content_hash.h"
 #include "backends/loader.h"
 #include "replay/case_json.h"
 #include "replay/cases.h"
 #include "replay/cupti_call_timer.h"
 #include "replay/judgeable.h"
 #include "replay/memory.h"
+#include "replay/part.h"
 #include "replay/poison.h"
 #include "replay/report_writers.h"
 #include "replay/runner.h"
 #include "replay/spent.h"
 #include "replay/worker_pool.h"
+#include "shim/atomic_file.h"
 #include "tracer/format/tool_cli.h"
 #include "tracer/format/torchbench.h"
 #include "tracer/format/trace_summary.h"
@@ -56,7 +60,7 @@ struct Options {
   bool check_only = false, perf_only = false, list = false, worker = false, strict_strides = false;
   int repetitions = 25, jobs = 1;
   double precision = 0.01;
-  std::string gpus;
+  std::string gpus, shard;
   double budget = 2.0, timeout = 300;
   // 0: no limit. Unset (nullopt): the defaults, derived from the free memory (docs/replay.md, "Memory").
   std::optional<uint64_t> max_case_bytes, worker_memory;
@@ -91,6 +95,7 @@ struct Setup {
   bool has_backend = false;
   RunOptions run;
   std::vector<Case> cases;
+  std::vector<Case> other_cases;  // --shard: the cases of the other parts
 
   const backends::LoadedKernel* kernel_for(const std::string& op) const {
     for (const auto& k : backend.kernels)
@@ -382,8 +387,9 @@ std::optional<CaseResult> run_one(const Options& o, const Setup& s, size_t i, st
 
 // The cases, in order, spread over one worker per entry of `slots` (a thread each, taking the next
 // case as it finishes one); the report lists them in case order whichever worker ran them.
+// `positions`, if given, gets the position in s.cases of each case of the report.
 Report run_all(const Options& o, const Setup& s, const std::vector<std::string>& worker_argv,
-               const std::vector<WorkerEnv>& slots) {
+               const std::vector<WorkerEnv>& slots, std::vector<size_t>* positions = nullptr) {
   Report report;
   ReportMeta& m = report.meta;
   m.tool = std::string("bbreplay ") + BB_VERSION;
@@ -439,14 +445,19 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
     has_case[s.cases[i].entry] = true;
     if (s.cases[i].variant == "traced" && results[i]) has_traced_case[s.cases[i].entry] = true;
     if (!results[i]) continue;
+    if (positions) positions->push_back(i);
     results[i]->traced_device_us = traced_device_us(entry);
     report.cases.push_back(std::move(*results[i]));
+  }
+  for (const Case& c : s.other_cases) {  // judged by another part
+    has_case[c.entry] = true;
+    if (c.variant == "traced") has_traced_case[c.entry] = true;
   }
   std::map<std::pair<std::string, std::string>, NotJudged> missed;
   for (size_t e = 0; e < s.trace.ops.size(); ++e) {
     if (has_traced_case[e]) continue;
     const trace::TraceEntry& entry = s.trace.ops[e];
-    const std::string why = g_stop && has_case[e]                ? "not run (interrupted)"
+    const std::string why = g_stop && has_case[e]                ? kNotRunReason
                             : has_case[e]                        ? "traced case not selected by --variants"
                             : s.has_backend && o.ops.empty()     ? kNoKernel
                                                                  : "not selected by --ops";
@@ -513,10 +524,51 @@ std::vector<WorkerEnv> worker_slots(const Options& o, const Setup& s) {
   return slots;
 }
 
-void write_file(const std::string& path, const std::string& format, const Report& r) {
+// Written whole or not at all.
+void write_file(const std::string& path, const std::string& text) {
   if (path.empty()) return;
-  std::ofstream f(path);
-  if (!(f << make_writer(format)->render(r))) throw Usage("cannot write " + path);
+  if (std::string why = shim::write_file_atomic(path, text); !why.empty()) throw Usage(why);
+}
+
+// What makes two parts parts of one run (part.h): every setting that changes a result.
+RunIdentity run_identity(const Options& o, const Setup& s) {
+  auto given = [](const std::optional<uint64_t>& v) { return v ? std::to_string(*v) : std::string("default"); };
+  return {{"tool", std::string("bbreplay ") + BB_VERSION}, {"torch", BB_TORCH_VERSION},
+          {"trace", hash_file(o.trace)}, {"backend", s.has_backend ? hash_folder(s.backend.dir) : "none"},
+          {"policy", o.policy.empty() ? "none" : hash_file(o.policy)}, {"seed", std::to_string(o.seed)},
+          {"device", s.run.device.str()}, {"ops", o.ops}, {"variants", o.variants},
+          {"mode", o.check_only ? "check-only" : o.perf_only ? "perf-only" : "check and time"},
+          {"strict-strides", o.strict_strides ? "on" : "off"}, {"repetitions", std::to_string(o.repetitions)},
+          {"precision", std::to_string(o.precision)}, {"budget", std::to_string(o.budget)},
+          {"timeout", std::to_string(o.timeout)}, {"max-case-bytes", given(o.max_case_bytes)}};
+}
+
+// --shard K/N: keeps this part's cases in s.cases, the others' in s.other_cases (shard.h).
+PartInfo take_shard(const Options& o, Setup& s) {
+  PartInfo part;
+  part.shard = parse_shard(o.shard);
+  try {
+    part.identity = run_identity(o, s);
+  } catch (const std::runtime_error& e) {
+    throw Usage(e.what());
+  }
+  part.cases_total = s.cases.size();
+  backends::ContentHash list;
+  std::vector<uint64_t> costs;
+  for (const Case& c : s.cases) {
+    list.add(std::to_string(c.entry) + " " + c.variant);
+    costs.push_back(case_cost(s.trace.ops[c.entry], c.variant, CostModel{s.run.time, o.repetitions, o.budget}));
+  }
+  part.cases_hash = list.hex();
+  part.assigned = shard_cases(costs, part.shard);
+  std::vector<Case> mine;
+  for (size_t i = 0, next = 0; i < s.cases.size(); ++i) {
+    const bool own = next < part.assigned.size() && part.assigned[next] == i;
+    (own ? mine : s.other_cases).push_back(s.cases[i]);
+    if (own) part.estimated_cost_us += costs[i], ++next;
+  }
+  s.cases = std::move(mine);
+  return part;
 }
 
 // torch's CUDA kernels and hooks live in libtorch_cuda, which nothing here links: loaded when this
@@ -530,9 +582,11 @@ void load_torch_cuda() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "merge") return merge_main(argc - 1, argv + 1);  // (no torch needed)
   load_torch_cuda();
   Options o;
-  CLI::App app{"bbreplay: check and benchmark kernels on the calls a program really made"};
+  CLI::App app{"bbreplay: check and benchmark kernels on the calls a program really made\n"
+               "  bbreplay merge PART.json... merges the parts of a run made with --shard (bbreplay merge --help)"};
   app.add_option("trace", o.trace, "bbshim trace (YAML) or TorchBench operator-input log")->required();
   app.add_option("--backend", o.backend,
                  "backend folder with the kernels under test (default: native against native, a self-check)");
@@ -599,6 +653,18 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "write the report as JSON");
   app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
   app.add_option("--markdown", o.markdown, "write the report as Markdown");
+  app.add_option("--shard", o.shard,
+                 "run part K of N (K from 0: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT of an array started at 0), "
+                 "cases balanced by expected cost; --json writes the part for bbreplay merge")
+      ->type_name("K/N")
+      ->check([](const std::string& v) {
+        try {
+          parse_shard(v);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_flag("--list", o.list, "list the cases and exit");
   app.add_flag("--worker", o.worker, "internal: serve cases on stdin")->group("");
   if (auto status = tool::parse(app, argc, argv)) return *status;
@@ -606,6 +672,11 @@ int main(int argc, char** argv) {
     if (o.worker) return worker_main(o);
     Setup s = set_up(o, false);
     if (s.cases.empty()) throw Usage("no case to run: no op of the trace matches --ops");
+    std::optional<PartInfo> part;
+    if (!o.shard.empty()) {
+      if (o.json.empty() && !o.list) throw Usage("--shard needs --json F: the part's results, for bbreplay merge");
+      part = take_shard(o, s);
+    }
     if (o.list) {
       for (size_t i = 0; i < s.cases.size(); ++i)
         std::cout << s.trace.ops[s.cases[i].entry].op << "  (" << trace::signature_text(s.trace.ops[s.cases[i].entry])
@@ -620,11 +691,13 @@ int main(int argc, char** argv) {
     if (!o.worker_memory) o.worker_memory = available_host_bytes() / 4 * 3 / slots.size();
     worker_argv.push_back("--worker-memory=" + std::to_string(*o.worker_memory));
     stop_on_signals();
-    Report report = run_all(o, s, worker_argv, slots);
+    Report report = run_all(o, s, worker_argv, slots, part ? &part->positions : nullptr);
     std::cout << make_writer("console")->render(report);
-    write_file(o.json, "json", report);
-    write_file(o.csv, "csv", report);
-    write_file(o.markdown, "markdown", report);
+    if (part)
+      for (size_t& p : part->positions) p = part->assigned[p];  // positions in the whole run's case list
+    write_file(o.json, part ? render_part(report, *part) : make_writer("json")->render(report));
+    write_file(o.csv, make_writer("csv")->render(report));
+    write_file(o.markdown, make_writer("markdown")->render(report));
     return report.all_passed() ? 0 : 1;
   });
 }

@@ -30,8 +30,8 @@ Status status_from(const std::string& s) {
 
 }  // namespace
 
-std::string case_to_json_line(const CaseResult& r) {
-  nlohmann::json j = {{"op", r.op},
+nlohmann::json case_to_json(const CaseResult& r) {
+  return {{"op", r.op},
                       {"signature", r.signature},
                       {"variant", r.variant},
                       {"calls", r.calls},
@@ -47,13 +47,25 @@ std::string case_to_json_line(const CaseResult& r) {
                       {"unstable", r.unstable},
                       {"worker_s", r.worker_s},
                       {"spent", r.spent},
-                      {"statistics", r.statistics}};
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+                      {"statistics", r.statistics},
+                      {"wall_s", r.wall_s},
+                      {"traced_device_us", r.traced_device_us}};
+}
+
+std::string case_to_json_line(const CaseResult& r) {
+  return case_to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 CaseResult case_from_json_line(const std::string& line) {
   try {
-    auto j = nlohmann::json::parse(line);
+    return case_from_json(nlohmann::json::parse(line));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("malformed result line: ") + e.what());
+  }
+}
+
+CaseResult case_from_json(const nlohmann::json& j) {
+  try {
     CaseResult r;
     r.op = j.at("op");
     r.signature = j.at("signature");
@@ -76,9 +88,11 @@ CaseResult case_from_json_line(const std::string& line) {
     r.worker_s = j.at("worker_s");
     r.spent = j.at("spent").get<std::vector<std::pair<std::string, double>>>();
     r.statistics = j.value("statistics", "");
+    r.wall_s = j.value("wall_s", 0.0);
+    r.traced_device_us = j.value("traced_device_us", 0.0);
     return r;
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("malformed result line: ") + e.what());
+    throw std::invalid_argument(std::string("malformed result: ") + e.what());
   }
 }
 

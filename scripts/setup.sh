@@ -11,6 +11,7 @@ BB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB_BUILD_DIR=${BB_BUILD_DIR:-$BB_ROOT/build}
 BB_TORCH_PIN="torch==2.11.0"
 # clang-14 and libclang-rt-14-dev: libFuzzer and the sanitizers for ctest's fuzz.* tests (tests/fuzz).
+BB_RAY_PIN="ray==2.60.0"  # wheels for Python 3.11 and 3.12 (about 80 MB with its dependencies)
 BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev
                  nlohmann-json3-dev clang-14 libclang-rt-14-dev)
 BB_TEST_APT_PACKAGES=(chromium)    # the tests open bbcompare's pages in a headless browser
@@ -89,6 +90,19 @@ bb_install_plotly() {
 # What only the tests need: Chromium (Debian's) for the page tests.
 bb_install_test_tools() {
   bb_install_apt "${BB_TEST_APT_PACKAGES[@]}"
+}
+
+# Ray, for scripts/bbreplay_ray.py and its test (integration.ray), which is skipped without it: installed
+# into the project's Python when missing (scripts/test calls this; nothing else needs Ray). Not into a
+# BB_PYTHON you chose, nor with BB_NO_INSTALL=1: `$BB_PY -m pip install "$BB_RAY_PIN"` does it by hand.
+bb_install_ray() {
+  "$BB_PY" -c 'import ray' 2>/dev/null && return
+  if [ "${BB_NO_INSTALL:-0}" = 1 ] || [ -n "${BB_PYTHON:-}" ]; then
+    bb_say "no ray in $BB_PY (BB_NO_INSTALL or BB_PYTHON set): integration.ray is skipped"
+    return
+  fi
+  bb_say "installing $BB_RAY_PIN into $BB_PY (for scripts/bbreplay_ray.py; a minute or two)"
+  "$BB_PY" -m pip install -q --disable-pip-version-check --no-compile "$BB_RAY_PIN"
 }
 
 bb_build() {

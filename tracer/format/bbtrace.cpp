@@ -1,6 +1,7 @@
 // bbtrace: look at and convert traces.
 //   bbtrace summary TRACE [--top N] [--signatures N] [--backend DIR]
 //   bbtrace convert IN OUT [--to yaml|torchbench]
+//   bbtrace merge TRACE... -o OUT [--keep-devices]   (tracer/trace_merge.h)
 // TRACE/IN may be a bbshim trace (YAML) or a TorchBench operator-input log; the format is read from
 // the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace) or a failed
 // write.
@@ -10,8 +11,10 @@
 #include <iostream>
 
 #include "replay/coverage_preview.h"
+#include "shim/atomic_file.h"
 #include "tracer/format/tool_cli.h"
 #include "tracer/format/torchbench.h"
+#include "tracer/format/trace_merge.h"
 #include "tracer/format/trace_summary.h"
 #include "tracer/format/trace_yaml.h"
 
@@ -42,6 +45,24 @@ int convert(const std::string& in, const std::string& out, std::string to) {
   return 0;
 }
 
+int merge(const std::vector<std::string>& in, const std::string& out, bool keep_devices) {
+  std::vector<bb::trace::Trace> traces;
+  for (const auto& f : in) traces.push_back(bb::trace::load_any_trace(f));
+  bb::trace::Trace t;
+  try {
+    t = bb::trace::merge_traces(traces, in, {!keep_devices});
+  } catch (const bb::trace::TraceMergeError& e) {
+    std::cerr << "bbtrace merge: " << e.what() << "\n";
+    return 2;
+  }
+  if (std::string why = bb::shim::write_file_atomic(out, bb::trace::to_yaml(t)); !why.empty()) {
+    std::cerr << "bbtrace: " << why << "\n";
+    return 2;
+  }
+  std::cerr << "bbtrace: wrote " << out << " (" << in.size() << " traces, " << t.ops.size() << " signatures)\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,9 +83,17 @@ int main(int argc, char** argv) {
   conv->add_option("out", out, "output file")->required();
   conv->add_option("--to", to, "output format (default: torchbench for .txt, else yaml)")
       ->check(CLI::IsMember({"yaml", "torchbench"}));
+  std::vector<std::string> inputs;
+  bool keep_devices = false;
+  CLI::App* mrg = app.add_subcommand("merge", "merge the traces of a program's processes (torchrun: one per rank)");
+  mrg->add_option("traces", inputs, "the traces, e.g. bbtrace.rank*.yaml")->required();
+  mrg->add_option("-o,--output", out, "the merged trace (YAML)")->required();
+  mrg->add_flag("--keep-devices", keep_devices,
+                "keep device indices as traced (default: renumbered per process, rank R's cuda:R becomes cuda:0)");
   if (auto status = bb::tool::parse(app, argc, argv)) return *status;
   return bb::tool::run("bbtrace", [&] {
     if (conv->parsed()) return convert(path, out, to);
+    if (mrg->parsed()) return merge(inputs, out, keep_devices);
     const bb::trace::Trace trace = bb::trace::load_any_trace(path);
     bb::trace::print_summary(trace, path, options, std::cout);
     if (!backend.empty()) bb::replay::print_coverage_preview(trace, backend, std::cout);

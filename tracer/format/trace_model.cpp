@@ -71,7 +71,12 @@ bool TraceMeta::operator==(const TraceMeta& o) const {
   return tool == o.tool && torch == o.torch && created == o.created && updated == o.updated &&
          status == o.status && pid == o.pid && rank == o.rank && world_size == o.world_size &&
          hostname == o.hostname && argv == o.argv && devices == o.devices && calls == o.calls &&
-         untraced_calls == o.untraced_calls && device_timing == o.device_timing;
+         untraced_calls == o.untraced_calls && device_timing == o.device_timing && merged_from == o.merged_from;
+}
+
+bool ProcessInfo::operator==(const ProcessInfo& o) const {
+  return file == o.file && pid == o.pid && rank == o.rank && hostname == o.hostname && status == o.status &&
+         created == o.created && updated == o.updated && argv == o.argv && devices == o.devices && calls == o.calls;
 }
 
 bool DeviceTiming::operator==(const DeviceTiming& o) const {

@@ -126,6 +126,18 @@ struct DeviceTiming {
   bool operator==(const DeviceTiming& o) const;
 };
 
+// One process of a merged trace (bbtrace merge): what its own trace's meta said.
+struct ProcessInfo {
+  std::string file;  // the trace it came from
+  int64_t pid = 0;
+  std::optional<int64_t> rank;
+  std::string hostname, status, created, updated;
+  std::vector<std::string> argv;
+  std::vector<DeviceInfo> devices;  // as that process numbered them
+  uint64_t calls = 0;
+  bool operator==(const ProcessInfo& o) const;
+};
+
 struct TraceMeta {
   std::string tool;      // bbshim <version>
   std::string torch;     // torch.__version__ of the traced process
@@ -141,6 +153,7 @@ struct TraceMeta {
   uint64_t calls = 0;            // traced op calls, all signatures
   uint64_t untraced_calls = 0;   // calls not recorded because the signature limit was reached
   std::optional<DeviceTiming> device_timing;  // processes that used CUDA
+  std::vector<ProcessInfo> merged_from;       // a merged trace: its processes, in order
   bool operator==(const TraceMeta& o) const;
 };
 

@@ -120,6 +120,36 @@ void emit_kernels(YAML::Emitter& out, const std::vector<KernelCount>& kernels) {
   out << YAML::EndSeq;
 }
 
+void emit_devices(YAML::Emitter& out, const std::vector<DeviceInfo>& devices) {
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const auto& d : devices)
+    out << YAML::BeginMap << YAML::Key << "device" << YAML::Value << d.device << YAML::Key << "name" << YAML::Value
+        << YAML::DoubleQuoted << d.name << YAML::EndMap;
+  out << YAML::EndSeq;
+}
+
+// A merged trace's processes (bbtrace merge), one flow map each.
+void emit_processes(YAML::Emitter& out, const std::vector<ProcessInfo>& processes) {
+  out << YAML::Key << "merged_from" << YAML::Value << YAML::BeginSeq;
+  for (const auto& p : processes) {
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "file" << YAML::Value << YAML::DoubleQuoted << p.file;
+    out << YAML::Key << "pid" << YAML::Value << p.pid;
+    if (p.rank) out << YAML::Key << "rank" << YAML::Value << *p.rank;
+    out << YAML::Key << "hostname" << YAML::Value << YAML::DoubleQuoted << p.hostname;
+    out << YAML::Key << "status" << YAML::Value << YAML::DoubleQuoted << p.status;
+    out << YAML::Key << "created" << YAML::Value << YAML::DoubleQuoted << p.created;
+    out << YAML::Key << "updated" << YAML::Value << YAML::DoubleQuoted << p.updated;
+    out << YAML::Key << "calls" << YAML::Value << p.calls;
+    out << YAML::Key << "argv" << YAML::Value << YAML::BeginSeq;
+    for (const auto& a : p.argv) out << YAML::DoubleQuoted << a;
+    out << YAML::EndSeq << YAML::Key << "devices" << YAML::Value;
+    emit_devices(out, p.devices);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
 void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
   out << YAML::Key << "meta" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "tool" << YAML::Value << YAML::DoubleQuoted << m.tool;
@@ -165,6 +195,7 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
     }
     out << YAML::EndMap;
   }
+  if (!m.merged_from.empty()) emit_processes(out, m.merged_from);
   out << YAML::EndMap;
 }
 
@@ -341,6 +372,30 @@ class Reader : public yaml::Reader {
     return out;
   }
 
+  std::vector<DeviceInfo> devices(const YAML::Node& d) const {
+    if (!d.IsSequence()) fail(d, "expected a list of devices");
+    std::vector<DeviceInfo> out;
+    for (const auto& x : d)
+      out.push_back({scalar<std::string>(require(x, "device"), "a device"), optional<std::string>(x, "name", "", "a string")});
+    return out;
+  }
+
+  ProcessInfo process(const YAML::Node& n) const {
+    if (!n.IsMap()) fail(n, "expected a process (a map with file, pid, rank, argv, ...)");
+    ProcessInfo p;
+    p.file = optional<std::string>(n, "file", "", "a string");
+    p.pid = optional<int64_t>(n, "pid", 0, "an integer");
+    if (n["rank"]) p.rank = scalar<int64_t>(n["rank"], "an integer");
+    p.hostname = optional<std::string>(n, "hostname", "", "a string");
+    p.status = optional<std::string>(n, "status", "", "a string");
+    p.created = optional<std::string>(n, "created", "", "a timestamp");
+    p.updated = optional<std::string>(n, "updated", "", "a timestamp");
+    p.calls = optional<uint64_t>(n, "calls", 0, "a non-negative integer");
+    if (n["argv"]) p.argv = list<std::string>(n["argv"], "strings");
+    if (YAML::Node d = n["devices"]) p.devices = devices(d);
+    return p;
+  }
+
   TraceMeta meta(const YAML::Node& n) const {
     TraceMeta m;
     if (!n) return m;
@@ -355,12 +410,7 @@ class Reader : public yaml::Reader {
     if (n["world_size"]) m.world_size = scalar<int64_t>(n["world_size"], "an integer");
     m.hostname = optional<std::string>(n, "hostname", "", "a string");
     if (n["argv"]) m.argv = list<std::string>(n["argv"], "strings");
-    if (YAML::Node d = n["devices"]) {
-      if (!d.IsSequence()) fail(d, "expected a list of devices");
-      for (const auto& x : d)
-        m.devices.push_back({scalar<std::string>(require(x, "device"), "a device"),
-                             optional<std::string>(x, "name", "", "a string")});
-    }
+    if (YAML::Node d = n["devices"]) m.devices = devices(d);
     m.calls = optional<uint64_t>(n, "calls", 0, "a non-negative integer");
     m.untraced_calls = optional<uint64_t>(n, "untraced_calls", 0, "a non-negative integer");
     if (YAML::Node d = n["device_timing"]) {
@@ -379,6 +429,10 @@ class Reader : public yaml::Reader {
       t.unattributed_ns = optional<uint64_t>(d, "unattributed_ns", 0, "a non-negative integer");
       if (YAML::Node k = d["unattributed_kernels"]) t.unattributed_kernels = kernels(k);
       m.device_timing = t;
+    }
+    if (YAML::Node p = n["merged_from"]) {
+      if (!p.IsSequence()) fail(p, "expected merged_from to be a list of processes");
+      for (const auto& x : p) m.merged_from.push_back(process(x));
     }
     return m;
   }

@@ -1,0 +1,112 @@
+// bbtrace merge: the traces of a program's ranks as one: counts summed per signature, device time
+// combined, each process kept in meta.merged_from.
+#include "catch.h"
+#include "sample_trace.h"
+#include "tracer/format/trace_merge.h"
+#include "tracer/format/trace_yaml.h"
+
+using namespace bb::trace;
+
+namespace {
+
+// Rank `r` of a two-GPU job: the sample trace, on cuda:<r>, with its own pid, counts and times.
+Trace rank_trace(int r) {
+  Trace t = bb::test::sample_trace();
+  t.meta.rank = r;
+  t.meta.pid = 100 + r;
+  t.meta.devices = {{"cuda:" + std::to_string(r), "NVIDIA H200"}};
+  t.meta.created = r ? "2026-11-30T01:00:01Z" : "2026-11-30T01:00:00Z";
+  for (auto& e : t.ops)
+    for (auto& a : e.args) {
+      for (auto& x : a.tensors)
+        if (x && x->device == "cuda:0") x->device = "cuda:" + std::to_string(r);
+      if (a.kind == ArgKind::Device) a.text = "cuda:" + std::to_string(r);
+    }
+  if (r == 1) {
+    t.ops[0].count = 9;
+    t.ops[0].device_time = DeviceTime{9, 90000, 1000, 9000, 20000};
+    t.ops[0].kernels[0].launches = 9;
+    t.ops[1].args[0].tensors[0]->range = std::make_pair(int64_t{-10}, int64_t{5});  // indices seen on rank 1
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("merged ranks: one signature per call, counts summed, device time combined") {
+  const Trace r0 = rank_trace(0), r1 = rank_trace(1);
+  const Trace m = merge_traces({r1, r0}, {"b.yaml", "a.yaml"});  // ordered by rank, not as given
+  REQUIRE(m.ops.size() == r0.ops.size());
+  const TraceEntry& add = m.ops[0];
+  CHECK(add.op == "aten::add.Tensor");
+  CHECK(add.count == 7 + 9);
+  CHECK(add.nested == 2 * r0.ops[0].nested);
+  CHECK(add.args[1].tensors[0]->device == "cuda:0");  // rank 1's cuda:1 is its first device
+  REQUIRE(add.device_time);
+  CHECK(add.device_time->calls == 16);
+  CHECK(add.device_time->total_ns == 21000 + 90000);
+  CHECK(add.device_time->min_ns == 1000);
+  CHECK(add.device_time->max_ns == 20000);
+  // medians 2900 (7 calls) and 9000 (9 calls): the calls-weighted median of the medians
+  CHECK(add.device_time->median_ns == 9000);
+  CHECK(add.kernels[0].launches == 16);
+  // observed index ranges joined
+  CHECK(m.ops[1].args[0].tensors[0]->range == std::make_pair(int64_t{-10}, int64_t{999}));
+  CHECK(m.meta.calls == 2 * r0.meta.calls);
+  CHECK(m.meta.devices.size() == 1);
+  CHECK(m.meta.device_timing->calls_timed == 2 * r0.meta.device_timing->calls_timed);
+  CHECK(m.meta.created == "2026-11-30T01:00:00Z");
+  CHECK(!m.meta.rank);
+  CHECK(m.meta.world_size == 2);
+}
+
+TEST_CASE("a merged trace keeps every process and reads back as it was written") {
+  const Trace m = merge_traces({rank_trace(0), rank_trace(1)}, {"bbtrace.rank0.yaml", "bbtrace.rank1.yaml"});
+  REQUIRE(m.meta.merged_from.size() == 2);
+  CHECK(m.meta.merged_from[1].file == "bbtrace.rank1.yaml");
+  CHECK(m.meta.merged_from[1].pid == 101);
+  CHECK(m.meta.merged_from[1].rank == 1);
+  CHECK(m.meta.merged_from[1].devices[0].device == "cuda:1");  // as that process numbered it
+  CHECK(m.meta.merged_from[0].argv == rank_trace(0).meta.argv);
+  CHECK(parse_trace(to_yaml(m), "m.yaml") == m);
+  // merging a merged trace with another rank keeps the processes flat
+  Trace r2 = rank_trace(1);
+  r2.meta.rank = 2;
+  r2.meta.pid = 102;
+  const Trace again = merge_traces({m, r2}, {"m.yaml", "r2.yaml"});
+  CHECK(again.meta.merged_from.size() == 3);
+}
+
+TEST_CASE("--keep-devices keeps rank 1's cuda:1 a signature of its own") {
+  const Trace r0 = rank_trace(0);
+  const Trace m = merge_traces({r0, rank_trace(1)}, {"a", "b"}, {false});
+  size_t on_cuda = 0;  // signatures with a CUDA tensor or device value: one per rank; the others merge
+  for (const auto& e : r0.ops) {
+    bool cuda = false;
+    for (const auto& a : e.args) {
+      cuda |= a.kind == ArgKind::Device && a.text.rfind("cuda", 0) == 0;
+      for (const auto& t : a.tensors) cuda |= t && t->device.rfind("cuda", 0) == 0;
+    }
+    on_cuda += cuda;
+  }
+  REQUIRE(on_cuda > 0);
+  CHECK(m.ops.size() == r0.ops.size() + on_cuda);
+  CHECK(m.meta.devices.size() == 2);
+}
+
+TEST_CASE("traces of different programs, or one trace twice, are not merged") {
+  Trace other = rank_trace(1);
+  other.meta.torch = "2.10.0";
+  try {
+    merge_traces({rank_trace(0), other}, {"a.yaml", "b.yaml"});
+    FAIL("merged");
+  } catch (const TraceMergeError& e) {
+    CHECK(std::string(e.what()).find("b.yaml was traced with bbshim 0.1.0 and torch 2.10.0") != std::string::npos);
+  }
+  try {
+    merge_traces({rank_trace(0), rank_trace(0)}, {"a.yaml", "copy.yaml"});
+    FAIL("merged");
+  } catch (const TraceMergeError& e) {
+    CHECK(std::string(e.what()).find("a.yaml and copy.yaml are the same process (pid 100") != std::string::npos);
+  }
+}
