@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   CLI::App* build = app.add_subcommand("build", "compile every kernel of a backend folder (cached) and check it");
   build->add_option("dir", dir, "backend folder: one <op>__<overload>/ folder per kernel")->required();
   build->add_option("--jobs", jobs, "parallel compiles (default: BB_JOBS or the number of CPUs)");
-  build->add_option("--cuda-arch", arch, "GPU architecture for .cu kernels, e.g. 90 (default: BB_CUDA_ARCH, the GPU, 90)");
+  build->add_option("--cuda-arch", arch,
+                    "GPU architecture for .cu kernels, e.g. 90 (default: BB_CUDA_ARCH, the GPU, 90)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -126,9 +126,17 @@ CommandParts command_parts(bool cuda, const Toolchain& tc) {
   const std::string torch_lib = tc.torch_root + "/lib";
   CommandParts p;
   if (cuda) {
-    p.head = {tc.nvcc, "-shared", "-Xcompiler", "-fPIC,-fvisibility=hidden,-fno-gnu-unique", "-cudart", "shared",
-              "-gencode", "arch=compute_" + tc.cuda_arch + ",code=sm_" + tc.cuda_arch, "--expt-relaxed-constexpr",
-              "-ccbin", tc.cxx};
+    p.head = {tc.nvcc,
+              "-shared",
+              "-Xcompiler",
+              "-fPIC,-fvisibility=hidden,-fno-gnu-unique",
+              "-cudart",
+              "shared",
+              "-gencode",
+              "arch=compute_" + tc.cuda_arch + ",code=sm_" + tc.cuda_arch,
+              "--expt-relaxed-constexpr",
+              "-ccbin",
+              tc.cxx};
   } else {
     p.head = {tc.cxx, "-shared", "-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-fno-gnu-unique"};
   }
@@ -232,7 +240,7 @@ Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& to
   tc.torch_version = torch_version;
   tc.torch_cuda = is_file(torch_lib_dir + "/libtorch_cuda.so");
   tc.cxx11_abi = _GLIBCXX_USE_CXX11_ABI;
-  tc.kernel_include = canonical_dir(kernel_include);  // one spelling, one cache entry
+  tc.kernel_include = canonical_dir(kernel_include);                     // one spelling, one cache entry
   tc.cuda_arch = env("BB_CUDA_ARCH") ? env("BB_CUDA_ARCH") : cuda_arch;  // "" = ask the GPU when needed
   tc.cache_dir = default_cache();
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -302,7 +310,8 @@ std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolc
       std::string why = not_ours(entry);
       if (why.empty()) why = not_ours(entry + "/kernel.so");
       if (!why.empty()) built[i].error = d.path + ": cached kernel not loaded (" + why + ")";
-      else built[i] = {entry + "/kernel.so", "", true};
+      else
+        built[i] = {entry + "/kernel.so", "", true};
       continue;
     }
     if (is_file(entry + "/error.log")) {

@@ -8,11 +8,11 @@
 namespace bb::backends {
 
 struct Toolchain {
-  std::string cxx;             // BB_CXX, else CXX, else c++
-  std::string nvcc;            // BB_NVCC, else $CUDA_HOME/bin/nvcc, nvcc on PATH, /usr/local/cuda/bin/nvcc
-  std::string torch_root;      // .../torch (holds include/ and lib/)
+  std::string cxx;         // BB_CXX, else CXX, else c++
+  std::string nvcc;        // BB_NVCC, else $CUDA_HOME/bin/nvcc, nvcc on PATH, /usr/local/cuda/bin/nvcc
+  std::string torch_root;  // .../torch (holds include/ and lib/)
   std::string torch_version;
-  bool torch_cuda = false;     // torch ships libtorch_cuda.so
+  bool torch_cuda = false;  // torch ships libtorch_cuda.so
   int cxx11_abi = 1;
   std::string kernel_include;  // the folder holding bb/kernel.h
   std::string cuda_arch;       // BB_CUDA_ARCH, e.g. 90; "" = the first GPU's (nvidia-smi), else 90
@@ -25,8 +25,8 @@ Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& to
                          const std::string& kernel_include, const std::string& cuda_arch);
 
 struct KernelDir {
-  std::string op;    // aten::relu
-  std::string path;  // backend/relu__default
+  std::string op;                     // aten::relu
+  std::string path;                   // backend/relu__default
   std::vector<std::string> sources;   // *.cpp, *.cu (sorted)
   std::vector<std::string> prebuilt;  // *.so shipped in the folder
 };

@@ -25,8 +25,8 @@ struct LoadedKernel {
 struct Backend {
   std::string dir;
   std::vector<LoadedKernel> kernels;
-  std::vector<std::string> problems;  // one message per kernel that could not be used
-  std::vector<std::string> ops;       // every op with a kernel folder, usable or not
+  std::vector<std::string> problems;            // one message per kernel that could not be used
+  std::vector<std::string> ops;                 // every op with a kernel folder, usable or not
   std::map<std::string, std::string> unusable;  // op -> the first problem of its folder, if it has no kernel
 };
 

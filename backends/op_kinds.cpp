@@ -16,12 +16,38 @@ namespace {
 // By name without overload: allocation, copies, fills, scalar reads, dtype/device moves.
 const std::set<std::string>& allowed_names() {
   static const std::set<std::string> names = {
-      "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided",
-      "aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::ones", "aten::ones_like", "aten::new_ones",
-      "aten::full", "aten::full_like", "aten::new_full", "aten::scalar_tensor", "aten::arange", "aten::fill_",
-      "aten::zero_", "aten::clone", "aten::copy_", "aten::contiguous", "aten::_to_copy", "aten::to",
-      "aten::resize_", "aten::item", "aten::_local_scalar_dense", "aten::lift_fresh", "aten::resolve_conj",
-      "aten::resolve_neg", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::set_",
+      "aten::empty",
+      "aten::empty_like",
+      "aten::empty_strided",
+      "aten::new_empty",
+      "aten::new_empty_strided",
+      "aten::zeros",
+      "aten::zeros_like",
+      "aten::new_zeros",
+      "aten::ones",
+      "aten::ones_like",
+      "aten::new_ones",
+      "aten::full",
+      "aten::full_like",
+      "aten::new_full",
+      "aten::scalar_tensor",
+      "aten::arange",
+      "aten::fill_",
+      "aten::zero_",
+      "aten::clone",
+      "aten::copy_",
+      "aten::contiguous",
+      "aten::_to_copy",
+      "aten::to",
+      "aten::resize_",
+      "aten::item",
+      "aten::_local_scalar_dense",
+      "aten::lift_fresh",
+      "aten::resolve_conj",
+      "aten::resolve_neg",
+      "aten::_copy_from",
+      "aten::_copy_from_and_resize",
+      "aten::set_",
   };
   return names;
 }
@@ -39,8 +65,7 @@ const std::vector<std::set<std::string>>& kin() {
       {"aten::clone", "aten::copy_", "aten::contiguous", "aten::_to_copy", "aten::to", "aten::_copy_from",
        "aten::_copy_from_and_resize", "aten::lift_fresh"},
       {"aten::fill_", "aten::zero_", "aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::ones",
-       "aten::ones_like", "aten::new_ones", "aten::full", "aten::full_like", "aten::new_full",
-       "aten::scalar_tensor"},
+       "aten::ones_like", "aten::new_ones", "aten::full", "aten::full_like", "aten::new_full", "aten::scalar_tensor"},
   };
   return groups;
 }

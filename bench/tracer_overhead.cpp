@@ -35,9 +35,8 @@ int main(int argc, char** argv) {
   at::Tensor a = at::ones({1}), b = at::ones({1});
   ns_per_op(a, b, n / 10);  // warm up
   const double none = ns_per_op(a, b, n);
-  auto h = at::addGlobalCallback(at::RecordFunctionCallback(&empty_start, &empty_end)
-                                     .needsInputs(true)
-                                     .scopes({at::RecordScope::FUNCTION}));
+  auto h = at::addGlobalCallback(
+      at::RecordFunctionCallback(&empty_start, &empty_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   const double empty = ns_per_op(a, b, n);
   at::removeCallback(h);
   bb::tracer::start_tracing({});
@@ -45,7 +44,7 @@ int main(int argc, char** argv) {
   std::printf("at::add on 1-element CPU tensors, best of 5 x %ld calls\n", n);
   std::printf("  no callback                 %7.1f ns/op\n", none);
   std::printf("  empty callback, with inputs %7.1f ns/op  (+%.1f: RecordFunction + boxing)\n", empty, empty - none);
-  std::printf("  bbshim tracer               %7.1f ns/op  (+%.1f; tracer's own share +%.1f)\n", traced,
-              traced - none, traced - empty);
+  std::printf("  bbshim tracer               %7.1f ns/op  (+%.1f; tracer's own share +%.1f)\n", traced, traced - none,
+              traced - empty);
   return 0;
 }

@@ -80,7 +80,7 @@ void parse_tolerance(const yaml::Reader& r, const YAML::Node& n, std::map<c10::S
     if (!kv.second.IsMap()) r.fail(kv.second, "expected {rtol: ..., atol: ...}");
     r.only_keys(kv.second, {"rtol", "atol"});
     verify::Tolerance tol{r.scalar<double>(r.require(kv.second, "rtol"), "a number"),
-                  r.scalar<double>(r.require(kv.second, "atol"), "a number")};
+                          r.scalar<double>(r.require(kv.second, "atol"), "a number")};
     if (tol.rtol < 0 || tol.atol < 0) r.fail(kv.second, "tolerances must not be negative");
     out[t] = tol;
   }

@@ -22,9 +22,9 @@ enum class Mode { Route, Shadow, Off };
 enum class OnError { Fallback, Raise };
 
 struct Condition {
-  std::vector<c10::DeviceType> devices;  // every tensor argument on one of these
-  std::vector<c10::ScalarType> dtypes;   // the first tensor argument has one of these
-  std::optional<bool> contiguous;        // every tensor argument is (or, with false, any is not)
+  std::vector<c10::DeviceType> devices;              // every tensor argument on one of these
+  std::vector<c10::ScalarType> dtypes;               // the first tensor argument has one of these
+  std::optional<bool> contiguous;                    // every tensor argument is (or, with false, any is not)
   std::optional<std::pair<int64_t, int64_t>> rank;   // first tensor argument's dim() in [min, max]
   std::optional<std::pair<int64_t, int64_t>> numel;  // first tensor argument's numel() in [min, max]
 };
@@ -38,13 +38,13 @@ struct OpPolicy {
   // A functional op's result with native's values and another layout (strides) fails instead of
   // passing with a note (in-place, out= and view results are always compared strictly).
   bool strict_strides = false;
-  int line = 0;                                    // where it was written (0: implied)
+  int line = 0;  // where it was written (0: implied)
 };
 
 struct Policy {
-  std::string source;                // file name, "" for the implied route-everything policy
+  std::string source;                  // file name, "" for the implied route-everything policy
   std::optional<std::string> backend;  // backend folder named by the policy, relative paths resolved
-  OpPolicy defaults;                 // mode, on_error, tolerance for entries that do not say
+  OpPolicy defaults;                   // mode, on_error, tolerance for entries that do not say
   std::vector<OpPolicy> ops;
   const OpPolicy* find(const std::string& op) const;
 };

@@ -140,7 +140,8 @@ Setup set_up(const Options& o, bool worker) {
   s.run.precision = o.precision;
   if (s.has_backend) {
     std::string exe = exe_path();
-    auto tc = backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, exe.substr(0, exe.rfind('/')) + "/../include", "");
+    auto tc =
+        backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, exe.substr(0, exe.rfind('/')) + "/../include", "");
     // A policy reads like data, but its backend: key makes bbreplay compile and run that folder's code.
     if (!quiet && o.backend.empty())
       std::cerr << "bbreplay: the policy " << o.policy << " names the backend " << dir
@@ -219,7 +220,7 @@ std::optional<CaseResult> beyond_budget(const trace::TraceEntry& entry, const st
 }
 
 int worker_main(const Options& o) {
-  ::signal(SIGINT, SIG_IGN);  // bbreplay stops its workers itself
+  ::signal(SIGINT, SIG_IGN);           // bbreplay stops its workers itself
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a worker does not outlive a bbreplay that was killed
   // Results go to a copy of stdout on a high descriptor, each line after the token that the parent
   // sent first (worker_pool.h); anything a kernel prints goes to stderr, anything it writes to the
@@ -248,9 +249,11 @@ int worker_main(const Options& o) {
     const auto start = std::chrono::steady_clock::now();
     try {
       if (auto too_large = beyond_budget(entry, c.variant, case_budget)) result = std::move(*too_large);
-      else result = run_case(entry, c.variant, kernel, s.run);
+      else
+        result = run_case(entry, c.variant, kernel, s.run);
     } catch (const std::exception& e) {  // the harness's own failure: said, not hidden
-      result = describe(entry, c.variant, Status::Skipped, std::string("bbreplay could not run this case: ") + e.what());
+      result =
+          describe(entry, c.variant, Status::Skipped, std::string("bbreplay could not run this case: ") + e.what());
     }
     result.worker_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.spent = Spent::take();
@@ -270,8 +273,8 @@ class Progress {
       const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       constexpr int width = 24;
       const int filled = total_ ? static_cast<int>(width * done / total_) : width;
-      std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/" << total_
-                << "  " << clock(spent);
+      std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/"
+                << total_ << "  " << clock(spent);
       if (done > 0) std::cerr << ", ~" << clock(spent / done * (total_ - done)) << " left";
       std::cerr << "  " << op << "\033[K" << std::flush;
     } else if (op != last_) {
@@ -358,9 +361,7 @@ std::optional<CaseResult> run_one(const Options& o, const Setup& s, size_t i, st
   std::string reply, why;
   CaseResult r;
   switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why, &g_stop)) {
-    case Worker::Outcome::Reply:
-      try {
-        r = case_from_json_line(reply);
+    case Worker::Outcome::Reply: try { r = case_from_json_line(reply);
       } catch (const std::invalid_argument& e) {  // (a worker of this build always sends JSON)
         r = describe(entry, variant, Status::Crashed, std::string("the worker's reply was not a result: ") + e.what());
         worker.reset();
@@ -457,10 +458,10 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   for (size_t e = 0; e < s.trace.ops.size(); ++e) {
     if (has_traced_case[e]) continue;
     const trace::TraceEntry& entry = s.trace.ops[e];
-    const std::string why = g_stop && has_case[e]                ? kNotRunReason
-                            : has_case[e]                        ? "traced case not selected by --variants"
-                            : s.has_backend && o.ops.empty()     ? kNoKernel
-                                                                 : "not selected by --ops";
+    const std::string why = g_stop && has_case[e]            ? kNotRunReason
+                            : has_case[e]                    ? "traced case not selected by --variants"
+                            : s.has_backend && o.ops.empty() ? kNoKernel
+                                                             : "not selected by --ops";
     NotJudged& n = missed[{entry.op, why}];
     n.op = entry.op;
     n.reason = why;
@@ -482,8 +483,9 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
 // bbreplay's own CUDA_VISIBLE_DEVICES when that is set), --jobs copies of bbreplay's own otherwise.
 std::vector<WorkerEnv> worker_slots(const Options& o, const Setup& s) {
   if (o.jobs > 1 && s.run.time)
-    throw Usage("--jobs above 1 needs --check-only: workers timed side by side on shared cores or one GPU would "
-                "measure each other (--gpus spreads timed cases over GPUs, one worker each)");
+    throw Usage(
+        "--jobs above 1 needs --check-only: workers timed side by side on shared cores or one GPU would "
+        "measure each other (--gpus spreads timed cases over GPUs, one worker each)");
   if (o.gpus.empty()) {
     // Workers sharing the cores share them out: each with its part of the intra-op threads (unless
     // OMP_NUM_THREADS says otherwise), or they spin waiting for each other (2 workers of 2 threads each
@@ -533,14 +535,24 @@ void write_file(const std::string& path, const std::string& text) {
 // What makes two parts parts of one run (part.h): every setting that changes a result.
 RunIdentity run_identity(const Options& o, const Setup& s) {
   auto given = [](const std::optional<uint64_t>& v) { return v ? std::to_string(*v) : std::string("default"); };
-  return {{"tool", std::string("bbreplay ") + BB_VERSION}, {"torch", BB_TORCH_VERSION},
-          {"trace", hash_file(o.trace)}, {"backend", s.has_backend ? hash_folder(s.backend.dir) : "none"},
-          {"policy", o.policy.empty() ? "none" : hash_file(o.policy)}, {"seed", std::to_string(o.seed)},
-          {"device", s.run.device.str()}, {"ops", o.ops}, {"variants", o.variants},
-          {"mode", o.check_only ? "check-only" : o.perf_only ? "perf-only" : "check and time"},
-          {"strict-strides", o.strict_strides ? "on" : "off"}, {"repetitions", std::to_string(o.repetitions)},
-          {"precision", std::to_string(o.precision)}, {"budget", std::to_string(o.budget)},
-          {"timeout", std::to_string(o.timeout)}, {"max-case-bytes", given(o.max_case_bytes)}};
+  return {{"tool", std::string("bbreplay ") + BB_VERSION},
+          {"torch", BB_TORCH_VERSION},
+          {"trace", hash_file(o.trace)},
+          {"backend", s.has_backend ? hash_folder(s.backend.dir) : "none"},
+          {"policy", o.policy.empty() ? "none" : hash_file(o.policy)},
+          {"seed", std::to_string(o.seed)},
+          {"device", s.run.device.str()},
+          {"ops", o.ops},
+          {"variants", o.variants},
+          {"mode", o.check_only  ? "check-only"
+                   : o.perf_only ? "perf-only"
+                                 : "check and time"},
+          {"strict-strides", o.strict_strides ? "on" : "off"},
+          {"repetitions", std::to_string(o.repetitions)},
+          {"precision", std::to_string(o.precision)},
+          {"budget", std::to_string(o.budget)},
+          {"timeout", std::to_string(o.timeout)},
+          {"max-case-bytes", given(o.max_case_bytes)}};
 }
 
 // --shard K/N: keeps this part's cases in s.cases, the others' in s.other_cases (shard.h).
@@ -585,8 +597,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "merge") return merge_main(argc - 1, argv + 1);  // (no torch needed)
   load_torch_cuda();
   Options o;
-  CLI::App app{"bbreplay: check and benchmark kernels on the calls a program really made\n"
-               "  bbreplay merge PART.json... merges the parts of a run made with --shard (bbreplay merge --help)"};
+  CLI::App app{
+      "bbreplay: check and benchmark kernels on the calls a program really made\n"
+      "  bbreplay merge PART.json... merges the parts of a run made with --shard (bbreplay merge --help)"};
   app.add_option("trace", o.trace, "bbshim trace (YAML) or TorchBench operator-input log")->required();
   app.add_option("--backend", o.backend,
                  "backend folder with the kernels under test (default: native against native, a self-check)");
@@ -610,7 +623,8 @@ int main(int argc, char** argv) {
         return std::isfinite(x) && x > 0 && x <= 1e6 ? std::string() : "expected seconds in (0, 1e6], got " + v;
       },
       "SECONDS");
-  app.add_option("--repetitions", o.repetitions, "timed runs per kernel and case (fewer once --precision is met; up to 4x as many while a side's "
+  app.add_option("--repetitions", o.repetitions,
+                 "timed runs per kernel and case (fewer once --precision is met; up to 4x as many while a side's "
                  "times are unstable)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));

@@ -69,8 +69,8 @@ Values copies(const Values& inputs) {
   return verify::deep_copies(inputs);
 }
 
-Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
-            c10::Device device, bool timed, bool sync) {
+Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args, c10::Device device,
+            bool timed, bool sync) {
   if (!timed) note_phase(kernel);  // (timed runs say it before their clock starts)
   // (the timed runs' time is charged by their caller, outside the clock)
   std::optional<Spent> spent;

@@ -127,8 +127,10 @@ std::string layout_mismatch(const c10::OperatorHandle& op, const Values& native,
   const policy::OpPolicy* rule = o.policy ? o.policy->find(r.op) : nullptr;
   const bool strict = o.strict_strides || (rule ? rule->strict_strides : o.policy && o.policy->defaults.strict_strides);
   if (strict || !verify::functional(op.schema())) return why;
-  r.message += std::string(r.message.empty() ? "" : "; ") + "layout differs from native's (passes: a functional op; "
-               "--strict-strides fails it): " + why;
+  r.message += std::string(r.message.empty() ? "" : "; ") +
+               "layout differs from native's (passes: a functional op; "
+               "--strict-strides fails it): " +
+               why;
   return "";
 }
 
@@ -226,11 +228,11 @@ Finding compare(const CaseContext& c, const Values& inputs, const Values& native
     const at::Tensor& ref = (*reference)[k].toTensor();
     const at::Tensor rounding = rounding_allowance(op, inputs, k, n, o.device, on_abs);
     if (auto m2 = verify::compare_with_reference(n, generated[k].toTensor(), ref, tol(n.scalar_type()), rounding)) {
-      if (auto lower = computed_in_lower_precision(op, inputs, k, generated[k].toTensor(), ref, tol(n.scalar_type()), o)) {
-        return caught(verify::Flag::PrecisionDowngrade, "result " + std::to_string(k) + ": computed in " +
-                                                            names::dtype(lower->first) + ", not " +
-                                                            names::dtype(n.scalar_type()) + " (" + lower->second +
-                                                            "): " + m2->detail);
+      if (auto lower =
+              computed_in_lower_precision(op, inputs, k, generated[k].toTensor(), ref, tol(n.scalar_type()), o)) {
+        return caught(verify::Flag::PrecisionDowngrade,
+                      "result " + std::to_string(k) + ": computed in " + names::dtype(lower->first) + ", not " +
+                          names::dtype(n.scalar_type()) + " (" + lower->second + "): " + m2->detail);
       }
       return failure("result " + std::to_string(k) + ": " + m2->detail);
     }

@@ -89,8 +89,10 @@ Finding second_input_set(const CaseContext& c, Values& args, const Values& first
   CaseResult scratch = r;  // (the second set's errors and notes are not the case's)
   if (Finding wrong = compare(c, inputs2, n2, g2, scratch); wrong.found()) {
     if (verify::bitwise_equal(kept, g2))
-      return caught(Flag::CachedResult, "on new input values in the same memory the kernel returned exactly its "
-                                        "previous result (a result cached or replayed, not computed): " + wrong.why);
+      return caught(Flag::CachedResult,
+                    "on new input values in the same memory the kernel returned exactly its "
+                    "previous result (a result cached or replayed, not computed): " +
+                        wrong.why);
     return failure("wrong on a second set of input values: " + wrong.why);
   }
   // (results that are inputs, as in-place ops return them, are in the same memory by design)

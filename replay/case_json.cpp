@@ -15,8 +15,8 @@ nlohmann::json timing(const std::optional<Timing>& t) {
 
 std::optional<Timing> timing(const nlohmann::json& j) {
   if (j.is_null()) return std::nullopt;
-  return Timing{j.at(0).get<double>(), j.at(1).get<double>(), j.at(2).get<double>(), j.at(3).get<double>(),
-                j.at(4).get<int>(), j.size() > 5 ? j.at(5).get<double>() : 0.0};
+  return Timing{j.at(0).get<double>(), j.at(1).get<double>(), j.at(2).get<double>(),
+                j.at(3).get<double>(), j.at(4).get<int>(),    j.size() > 5 ? j.at(5).get<double>() : 0.0};
 }
 
 // nlohmann writes NaN and infinities as null; they come back as NaN.
@@ -32,24 +32,24 @@ Status status_from(const std::string& s) {
 
 nlohmann::json case_to_json(const CaseResult& r) {
   return {{"op", r.op},
-                      {"signature", r.signature},
-                      {"variant", r.variant},
-                      {"calls", r.calls},
-                      {"status", to_string(r.status)},
-                      {"message", r.message},
-                      {"flags", verify::flag_names(r.flags)},
-                      {"abs", r.max_abs_error},
-                      {"rel", r.max_rel_error},
-                      {"rtol", r.rtol},
-                      {"atol", r.atol},
-                      {"native", timing(r.native)},
-                      {"generated", timing(r.generated)},
-                      {"unstable", r.unstable},
-                      {"worker_s", r.worker_s},
-                      {"spent", r.spent},
-                      {"statistics", r.statistics},
-                      {"wall_s", r.wall_s},
-                      {"traced_device_us", r.traced_device_us}};
+          {"signature", r.signature},
+          {"variant", r.variant},
+          {"calls", r.calls},
+          {"status", to_string(r.status)},
+          {"message", r.message},
+          {"flags", verify::flag_names(r.flags)},
+          {"abs", r.max_abs_error},
+          {"rel", r.max_rel_error},
+          {"rtol", r.rtol},
+          {"atol", r.atol},
+          {"native", timing(r.native)},
+          {"generated", timing(r.generated)},
+          {"unstable", r.unstable},
+          {"worker_s", r.worker_s},
+          {"spent", r.spent},
+          {"statistics", r.statistics},
+          {"wall_s", r.wall_s},
+          {"traced_device_us", r.traced_device_us}};
 }
 
 std::string case_to_json_line(const CaseResult& r) {

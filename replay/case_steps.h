@@ -67,8 +67,8 @@ struct Called {
 // and the caller charges the time. `sync` false: return as soon as the call returns (the CUPTI call timer
 // finds out what it left running). Exceptions of the call itself (a kernel that raises or declines, native
 // rejecting the call) pass through.
-Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
-            c10::Device device, bool timed = false, bool sync = true);
+Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args, c10::Device device,
+            bool timed = false, bool sync = true);
 // Native's results (no watch: nothing to find).
 Values call_native(const c10::OperatorHandle& op, const Values& args, c10::Device device);
 

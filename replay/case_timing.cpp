@@ -47,7 +47,7 @@ bool known_within(std::vector<double> samples, double precision) {
   const size_t n = samples.size();
   if (n < 6) return false;
   std::sort(samples.begin(), samples.end());
-  size_t k = 0;  // P(Binomial(n, 1/2) <= j), summed as j grows
+  size_t k = 0;                                                    // P(Binomial(n, 1/2) <= j), summed as j grows
   double below = 0, term = std::ldexp(1.0, -static_cast<int>(n));  // C(n, 0) / 2^n
   for (size_t j = 0; j < n / 2; ++j) {
     below += term;
@@ -294,7 +294,8 @@ std::string timing_method(const RunOptions& o) {
   if (o.device.is_cuda())
     return "device time from CUPTI: the busy time of every kernel, copy and set the call ran, on any stream, with "
            "the device otherwise idle and the L2 cache evicted (twice its size read, leaving no dirty line) before "
-           "each run; CUDA events around the call as a cross-check; " + repetitions_text(o) +
+           "each run; CUDA events around the call as a cross-check; " +
+           repetitions_text(o) +
            ", 2 warm-ups, new inputs (own seed) for every run pair; median and interquartile range";
   return "host clock (steady_clock), " + repetitions_text(o) +
          ", 2 warm-ups, new inputs (own seed) for every run pair, operands evicted from every cache level (clflush) "

@@ -10,7 +10,8 @@
 namespace bb::replay {
 
 inline const std::vector<std::string>& all_variants() {
-  static const std::vector<std::string> v = {"traced", "noncontiguous", "special-values", "empty", "scalar", "odd-size"};
+  static const std::vector<std::string> v = {"traced", "noncontiguous", "special-values",
+                                             "empty",  "scalar",        "odd-size"};
   return v;
 }
 
@@ -29,7 +30,7 @@ class OpFilter {
 };
 
 struct Case {
-  size_t entry;         // index into trace.ops
+  size_t entry;  // index into trace.ops
   std::string variant;
 };
 

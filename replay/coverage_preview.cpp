@@ -67,8 +67,8 @@ void print_coverage_preview(const trace::Trace& t, const std::string& dir, std::
   out << "  would have " << coverage_line(cov) << "\n";
   for (const auto& n : cov.not_judged)
     out << "    " << std::left << std::setw(44) << n.op << std::right << std::setw(10) << n.calls << " calls"
-        << (cov.device_us > 0 ? "  " + share(n.device_us, cov.device_us) + " of device time" : "")
-        << "  " << n.reason << "\n";
+        << (cov.device_us > 0 ? "  " + share(n.device_us, cov.device_us) + " of device time" : "") << "  " << n.reason
+        << "\n";
   std::set<std::string> random;
   for (const auto& e : t.ops)
     if (kernels.count(e.op) && random_op(e.op) && reason_without_torch(e).empty()) random.insert(e.op);

@@ -92,7 +92,7 @@ class CuptiCudaTimer : public CuptiCallTimer {
     cudaEventRecord(after_, nullptr);
     cudaEventSynchronize(after_);  // the caller's (legacy default) stream is done
     w.t_joined = api_->now();
-    cudaDeviceSynchronize();       // and now everything else
+    cudaDeviceSynchronize();  // and now everything else
     w.t1 = api_->now();
     api_->flush(true);
     {
@@ -101,7 +101,8 @@ class CuptiCudaTimer : public CuptiCallTimer {
       for (const auto& c : calls_) {
         if (c.time < w.t0) continue;
         if (c.launch) w.launches.push_back({c.time, c.thread});
-        else w.environment.push_back(c.name);
+        else
+          w.environment.push_back(c.name);
       }
     }
     const auto window = collector_.take_timeline();

@@ -17,10 +17,10 @@
 namespace bb::replay {
 
 struct CuptiCallSample {
-  double device_us = 0;  // busy time of the call's device work, overlaps across streams counted once
-  double events_us = 0;  // CUDA events recorded before and after the call on the legacy default stream
-  int activities = 0;    // kernels, copies and sets seen in the window
-  int streams = 0;       // distinct streams they ran on
+  double device_us = 0;       // busy time of the call's device work, overlaps across streams counted once
+  double events_us = 0;       // CUDA events recorded before and after the call on the legacy default stream
+  int activities = 0;         // kernels, copies and sets seen in the window
+  int streams = 0;            // distinct streams they ran on
   verify::Findings findings;  // integrity: escaped work, environment changes, vendor-library kernels
 };
 

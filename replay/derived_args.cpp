@@ -35,8 +35,8 @@ struct Args {
     if (!slot.isTensor() || !slot.toTensor().defined()) return;  // (None: nothing to derive)
     const at::Tensor& was = slot.toTensor();
     if (made.sizes() != was.sizes())
-      throw std::invalid_argument("cannot derive '" + name + "': the forward op gives shape " +
-                                  c10::str(made.sizes()) + ", the call has " + c10::str(was.sizes()));
+      throw std::invalid_argument("cannot derive '" + name + "': the forward op gives shape " + c10::str(made.sizes()) +
+                                  ", the call has " + c10::str(was.sizes()));
     was.copy_(made);  // keeps the traced strides and storage
   }
 };
@@ -54,8 +54,8 @@ void max_pool_indices(const Args& a, int dims) {
 void adaptive_max_pool_indices(const Args& a, int dims) {
   const at::Tensor self = a.tensor("self"), grad = a.tensor("grad_output");
   const auto out = grad.sizes().slice(grad.dim() - dims).vec();
-  a.set("indices", dims == 2 ? std::get<1>(at::adaptive_max_pool2d(self, out))
-                             : std::get<1>(at::adaptive_max_pool3d(self, out)));
+  a.set("indices",
+        dims == 2 ? std::get<1>(at::adaptive_max_pool2d(self, out)) : std::get<1>(at::adaptive_max_pool3d(self, out)));
 }
 
 void layer_norm_stats(const Args& a) {
@@ -67,16 +67,15 @@ void layer_norm_stats(const Args& a) {
 
 void batch_norm_stats(const Args& a) {
   if (!a["train"].toBool()) return;  // (eval: the running statistics are used, not saved ones)
-  auto [out, mean, invstd] = at::native_batch_norm(a.tensor("input"), a.optional("weight"), std::nullopt,
-                                                   std::nullopt, std::nullopt, true, 0.1, a["eps"].toDouble());
+  auto [out, mean, invstd] = at::native_batch_norm(a.tensor("input"), a.optional("weight"), std::nullopt, std::nullopt,
+                                                   std::nullopt, true, 0.1, a["eps"].toDouble());
   a.set("save_mean", mean);
   a.set("save_invstd", invstd);
 }
 
 void group_norm_stats(const Args& a) {
-  auto [out, mean, rstd] = at::native_group_norm(a.tensor("input"), a.optional("weight"), std::nullopt,
-                                                 a["N"].toInt(), a["C"].toInt(), a["HxW"].toInt(), a["group"].toInt(),
-                                                 1e-5);
+  auto [out, mean, rstd] = at::native_group_norm(a.tensor("input"), a.optional("weight"), std::nullopt, a["N"].toInt(),
+                                                 a["C"].toInt(), a["HxW"].toInt(), a["group"].toInt(), 1e-5);
   a.set("mean", mean);
   a.set("rstd", rstd);
 }

@@ -66,12 +66,13 @@ std::optional<Range> upto(std::optional<int64_t> n) {
 
 // Valid values for index-like integer inputs, from what the op does with them.
 std::optional<Range> semantic_range(const std::string& op, const std::string& arg, size_t elem, const Lookup& l) {
-  static const std::set<std::string> along_dim = {"index_select", "gather", "scatter", "scatter_add",
+  static const std::set<std::string> along_dim = {"index_select",   "gather",    "scatter",    "scatter_add",
                                                   "scatter_reduce", "index_add", "index_copy", "index_fill"};
-  static const std::set<std::string> indexing = {"index", "index_put", "index_put_", "_index_put_impl_",
+  static const std::set<std::string> indexing = {"index",         "index_put",        "index_put_", "_index_put_impl_",
                                                  "_unsafe_index", "_unsafe_index_put"};
-  static const std::set<std::string> nll = {"nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll_loss_nd",
-                                            "nll_loss_backward", "nll_loss2d_backward", "cross_entropy_loss"};
+  static const std::set<std::string> nll = {"nll_loss_forward",  "nll_loss2d_forward", "nll_loss",
+                                            "nll_loss_nd",       "nll_loss_backward",  "nll_loss2d_backward",
+                                            "cross_entropy_loss"};
   const std::string base = trace::split_op(op).first.substr(6);  // without aten::
   if ((base == "embedding" || base == "_embedding_bag" || base == "embedding_bag") && arg == "indices")
     return upto(l.size("weight", 0));
@@ -183,7 +184,8 @@ class Maker {
       case ArgKind::OptTensorList: {
         c10::List<std::optional<at::Tensor>> l;
         for (size_t k = 0; k < a.tensors.size(); ++k)
-          l.push_back(a.tensors[k] ? std::optional<at::Tensor>(tensor(*a.tensors[k], param.name(), k, i)) : std::nullopt);
+          l.push_back(a.tensors[k] ? std::optional<at::Tensor>(tensor(*a.tensors[k], param.name(), k, i))
+                                   : std::nullopt);
         return l;
       }
       case ArgKind::ScalarType: return static_cast<int64_t>(enum_value(names::dtype_from(a.text), a));
@@ -198,9 +200,9 @@ class Maker {
   // A Python number passed where the schema wants a tensor: a 0-dim "wrapped number" tensor, which
   // type promotion treats as Python does (it does not make float32 * 0.5 a float64).
   c10::IValue wrapped_number(const ArgValue& a) const {
-    at::Tensor t = a.kind == ArgKind::Float ? at::scalar_tensor(a.f, at::kDouble)
+    at::Tensor t = a.kind == ArgKind::Float  ? at::scalar_tensor(a.f, at::kDouble)
                    : a.kind == ArgKind::Bool ? at::scalar_tensor(a.b, at::kBool)
-                                              : at::scalar_tensor(a.i, at::kLong);
+                                             : at::scalar_tensor(a.i, at::kLong);
     t.unsafeGetTensorImpl()->set_wrapped_number(true);
     return t;  // on the CPU, as Python makes them: CPU scalars mix with tensors of any device
   }
@@ -395,7 +397,8 @@ std::string unreplayable(const BoundCall& call) {
   if (call.op.hasTag(at::Tag::nondeterministic_seeded) && !deterministic_here(call))
     return std::string(kRandomOp) + " (its results depend on the generator's state, not only on its inputs)";
   for (const auto& p : call.op.schema().arguments())
-    if (p.real_type()->str().find("Generator") != std::string::npos) return std::string(kRandomOp) + " (takes a generator)";
+    if (p.real_type()->str().find("Generator") != std::string::npos)
+      return std::string(kRandomOp) + " (takes a generator)";
   return unrebuildable(call);
 }
 
@@ -451,9 +454,12 @@ void add_storages(const c10::IValue& v, std::set<const void*>& seen, uint64_t& b
     if (__builtin_add_overflow(bytes, static_cast<uint64_t>(t.storage().nbytes()), &bytes)) bytes = UINT64_MAX;
   };
   if (v.isTensor()) add(v.toTensor());
-  else if (v.isTensorList()) for (const auto& t : v.toTensorVector()) add(t);
-  else if (v.isList()) for (const auto& x : v.toListRef()) add_storages(x, seen, bytes);
-  else if (v.isTuple()) for (const auto& x : v.toTupleRef().elements()) add_storages(x, seen, bytes);
+  else if (v.isTensorList())
+    for (const auto& t : v.toTensorVector()) add(t);
+  else if (v.isList())
+    for (const auto& x : v.toListRef()) add_storages(x, seen, bytes);
+  else if (v.isTuple())
+    for (const auto& x : v.toTupleRef().elements()) add_storages(x, seen, bytes);
 }
 
 }  // namespace

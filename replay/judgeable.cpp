@@ -4,8 +4,7 @@ namespace bb::replay {
 
 std::string bookkeeping(const std::string& op) {
   const std::string reason = "profiler bookkeeping (a ";
-  if (op.find("_record_function") != std::string::npos)
-    return reason + "record_function marker): it computes nothing";
+  if (op.find("_record_function") != std::string::npos) return reason + "record_function marker): it computes nothing";
   if (op.rfind("profiler::", 0) == 0 || op.rfind("ProfilerStep#", 0) == 0 ||
       (op.size() > 4 && op.rfind("## ", 0) == 0 && op.compare(op.size() - 3, 3, " ##") == 0))
     return reason + "profiler marker): it computes nothing";

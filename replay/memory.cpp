@@ -21,13 +21,18 @@ std::optional<uint64_t> parse_bytes(const std::string& text) {
   }
   std::string unit = text.substr(used);
   if (unit.size() >= 2 && unit.compare(unit.size() - 2, 2, "iB") == 0) unit.resize(unit.size() - 2);  // GiB
-  else if (!unit.empty() && unit.back() == 'B') unit.pop_back();                                     // GB, B
+  else if (!unit.empty() && unit.back() == 'B')
+    unit.pop_back();  // GB, B
   double scale = 1;
   if (unit == "K" || unit == "k") scale = 1024.0;
-  else if (unit == "M") scale = 1024.0 * 1024;
-  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty()) return std::nullopt;
+  else if (unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty())
+    return std::nullopt;
   const double bytes = value * scale;
   if (!std::isfinite(bytes) || bytes < 0 || bytes >= 18446744073709551615.0) return std::nullopt;
   return static_cast<uint64_t>(bytes);
@@ -43,7 +48,8 @@ std::string format_bytes(uint64_t bytes) {
   }
   std::ostringstream s;
   if (u == 0) s << bytes << " B";
-  else s << std::fixed << std::setprecision(v < 10 ? 2 : v < 100 ? 1 : 0) << v << " " << units[u];
+  else
+    s << std::fixed << std::setprecision(v < 10 ? 2 : v < 100 ? 1 : 0) << v << " " << units[u];
   return s.str();
 }
 

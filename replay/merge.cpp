@@ -23,8 +23,8 @@ void check_same_run(const Part& first, const Part& p) {
   for (const auto& [what, value] : first.info.identity) {  // in the order the first part lists them
     const std::string other = value_of(p.info.identity, what);
     if (other != value)
-      throw MergeError(p.file + " is not a part of the same run as " + first.file + ": their " + what +
-                       " differs (" + value + " in " + first.file + "; " + other + " in " + p.file + ")");
+      throw MergeError(p.file + " is not a part of the same run as " + first.file + ": their " + what + " differs (" +
+                       value + " in " + first.file + "; " + other + " in " + p.file + ")");
   }
   if (p.info.identity.size() != first.info.identity.size())
     throw MergeError(p.file + " is not a part of the same run as " + first.file + ": they record different settings");
@@ -59,8 +59,9 @@ std::vector<const Part*> by_k(const std::vector<Part>& parts) {
   const size_t n = parts.front().info.shard.n;
   std::vector<const Part*> slot(n, nullptr);
   for (const auto& p : parts) {
-    if (p.info.shard.k >= n) throw MergeError(p.file + ": part " + std::to_string(p.info.shard.k) + " of " +
-                                              std::to_string(n) + " (K counts from 0)");
+    if (p.info.shard.k >= n)
+      throw MergeError(p.file + ": part " + std::to_string(p.info.shard.k) + " of " + std::to_string(n) +
+                       " (K counts from 0)");
     if (const Part* seen = slot[p.info.shard.k])
       throw MergeError(part_name(p) + " is given twice: " + seen->file + " and " + p.file);
     slot[p.info.shard.k] = &p;
@@ -79,10 +80,11 @@ std::vector<std::optional<CaseResult>> place_cases(const std::vector<const Part*
   std::vector<const Part*> owner(total, nullptr);
   for (const Part* p : parts)
     for (size_t pos : p->info.assigned) {
-      if (pos >= total) throw MergeError(p->file + ": case " + std::to_string(pos) + " of a run of " +
-                                         std::to_string(total));
-      if (owner[pos]) throw MergeError("case " + std::to_string(pos) + " is in " + owner[pos]->file + " and in " +
-                                       p->file + ": parts of different splits");
+      if (pos >= total)
+        throw MergeError(p->file + ": case " + std::to_string(pos) + " of a run of " + std::to_string(total));
+      if (owner[pos])
+        throw MergeError("case " + std::to_string(pos) + " is in " + owner[pos]->file + " and in " + p->file +
+                         ": parts of different splits");
       owner[pos] = p;
     }
   for (size_t pos = 0; pos < total; ++pos)
@@ -114,7 +116,8 @@ ReportMeta merged_meta(const std::vector<const Part*>& parts) {
     const ReportMeta& pm = p->report.meta;
     m.date = std::min(m.date, pm.date);
     if (pm.timing != parts.front()->report.meta.timing) m.timing += "; " + part_name(*p) + ": " + pm.timing;
-    if (!pm.interrupted.empty()) interrupted += (interrupted.empty() ? "" : "; ") + part_name(*p) + " " + pm.interrupted;
+    if (!pm.interrupted.empty())
+      interrupted += (interrupted.empty() ? "" : "; ") + part_name(*p) + " " + pm.interrupted;
     for (const auto& n : pm.not_replayed)
       if (not_run(n)) m.not_replayed.push_back(n);
   }

@@ -8,6 +8,7 @@
 #include "backends/content_hash.h"
 #include "replay/case_json.h"
 #include "replay/report_writers.h"
+#include "tracer/format/input.h"
 #include "tracer/format/trace_yaml.h"
 
 namespace bb::replay {
@@ -19,7 +20,7 @@ using ordered = nlohmann::ordered_json;
 
 std::string read_whole(const std::string& path) {
   try {
-    return trace::read_input_file(path);
+    return format::read_input_file(path);
   } catch (const trace::FormatError& e) {
     throw std::runtime_error(path + ": " + e.what());
   }

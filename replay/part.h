@@ -29,11 +29,11 @@ std::string hash_folder(const std::string& dir);
 struct PartInfo {
   ShardSpec shard;
   RunIdentity identity;
-  size_t cases_total = 0;            // cases of the whole run
-  std::string cases_hash;            // of the whole run's case list
-  std::vector<size_t> assigned;      // this part's cases: positions in the whole run's list, ascending
-  std::vector<size_t> positions;     // the position of each case of the part's report, in its order
-  uint64_t estimated_cost_us = 0;    // of this part (shard.h)
+  size_t cases_total = 0;          // cases of the whole run
+  std::string cases_hash;          // of the whole run's case list
+  std::vector<size_t> assigned;    // this part's cases: positions in the whole run's list, ascending
+  std::vector<size_t> positions;   // the position of each case of the part's report, in its order
+  uint64_t estimated_cost_us = 0;  // of this part (shard.h)
 };
 
 // The part's JSON report: the report as --json writes it, with a "part" object holding what merge needs.

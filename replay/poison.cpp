@@ -23,9 +23,7 @@ class PoisoningAllocator final : public c10::Allocator {
     return p;
   }
   c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    inner_->copy_data(dest, src, count);
-  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { inner_->copy_data(dest, src, count); }
 
  private:
   c10::Allocator* inner_;
@@ -45,7 +43,8 @@ void install_poisoning_allocator() {
 PoisonScope::PoisonScope(uint8_t byte, const c10::Device& device, size_t reserve) : cpu_(device.is_cpu()) {
   Spent spent(phase::kIntegrity);
   if (cpu_) g_poison.store(byte, std::memory_order_relaxed);
-  else if (device.is_cuda()) poison_cuda_cache(device.has_index() ? device.index() : 0, byte, reserve);
+  else if (device.is_cuda())
+    poison_cuda_cache(device.has_index() ? device.index() : 0, byte, reserve);
 }
 PoisonScope::~PoisonScope() {
   if (cpu_) g_poison.store(-1, std::memory_order_relaxed);

@@ -146,8 +146,7 @@ std::string ones_per_probability(const at::Tensor& x, const at::Tensor& p, doubl
 // Dropout: dropped elements zero, kept ones the input times 1/keep (to the dtype's tolerance of
 // that product, as native computes it), the kept count within its binomial bound. Without a mask,
 // the kept elements are the non-zero results (among non-zero inputs).
-std::string dropout(double keep, const at::Tensor& out, const at::Tensor& mask, const at::Tensor& input,
-                    double alpha) {
+std::string dropout(double keep, const at::Tensor& out, const at::Tensor& mask, const at::Tensor& input, double alpha) {
   const at::Tensor x = input.to(at::kDouble).cpu(), o = out.to(at::kDouble).cpu();
   const at::Tensor kept = mask.defined() ? mask.cpu().to(at::kBool) : o != 0;
   const at::Tensor counted = mask.defined() ? at::ones_like(kept) : x != 0;
@@ -156,7 +155,7 @@ std::string dropout(double keep, const at::Tensor& out, const at::Tensor& mask, 
   if (keep > 0) {
     const at::Tensor expected = (input.cpu() * (1 / keep)).masked_select(kept);
     if (auto m = verify::compare_tensors(expected, out.cpu().masked_select(kept),
-                                          verify::default_tolerance(out.scalar_type())))
+                                         verify::default_tolerance(out.scalar_type())))
       return "kept elements are not the input scaled by 1/(1-p) = " + std::to_string(1 / keep) + ": " + m->detail;
   }
   const int64_t n = counted.sum().item<int64_t>(), k = (kept & counted).sum().item<int64_t>();
@@ -209,8 +208,8 @@ double log_identical(const Model& m, int64_t n, const at::Tensor& probabilities)
     case D::FusedDropout: return count * pair(m.a);
     case D::BernoulliTensor: {
       const at::Tensor p = probabilities.to(at::kDouble).cpu();
-      const double per_element = (p * p + (1 - p) * (1 - p)).log().sum().item<double>() /
-                                 static_cast<double>(std::max<int64_t>(p.numel(), 1));
+      const double per_element =
+          (p * p + (1 - p) * (1 - p)).log().sum().item<double>() / static_cast<double>(std::max<int64_t>(p.numel(), 1));
       return per_element * count;
     }
     case D::Geometric: return count * std::log(m.a / (2 - m.a));

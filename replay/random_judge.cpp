@@ -124,8 +124,7 @@ std::string enlarge(BoundCall& call, const RandomOp& op, int64_t* traced) {
     if (!a || a->kind != ArgKind::Tensor || !a->tensors[0] || a->tensors[0]->shape != reference.shape) continue;
     TensorMeta& t = *a->tensors[0];
     auto strides = dense_strides(t, shape);
-    if (!strides || t.offset != 0)
-      return fewer + "a tensor of it is not dense: growing it would change its layout";
+    if (!strides || t.offset != 0) return fewer + "a tensor of it is not dense: growing it would change its layout";
     t.shape = shape;
     t.stride = *strides;
     t.range.reset();
@@ -173,9 +172,12 @@ std::string shape_mismatch(const Values& native, const Values& got) {
     std::ostringstream s;
     s << "result " << k << ": ";
     if (n.sizes() != g.sizes()) s << "shape " << g.sizes() << ", native " << n.sizes();
-    else if (n.scalar_type() != g.scalar_type()) s << "dtype " << g.scalar_type() << ", native " << n.scalar_type();
-    else if (n.device() != g.device()) s << "device " << g.device() << ", native " << n.device();
-    else if (n.layout() != g.layout()) s << "layout " << g.layout() << ", native " << n.layout();
+    else if (n.scalar_type() != g.scalar_type())
+      s << "dtype " << g.scalar_type() << ", native " << n.scalar_type();
+    else if (n.device() != g.device())
+      s << "device " << g.device() << ", native " << n.device();
+    else if (n.layout() != g.layout())
+      s << "layout " << g.layout() << ", native " << n.layout();
     else {
       for (int64_t d = 0; d < n.dim(); ++d)
         if (n.size(d) > 1 && n.stride(d) != g.stride(d)) return s.str() + "strides differ from native's";
@@ -220,9 +222,7 @@ Judged judge_once(const BoundCall& call, const RandomOp& op, const RandomSides& 
 
 }  // namespace
 
-bool judged_by_properties(const BoundCall& call) {
-  return random_op(full_name(call)) && unrebuildable(call).empty();
-}
+bool judged_by_properties(const BoundCall& call) { return random_op(full_name(call)) && unrebuildable(call).empty(); }
 
 void prepare_random_inputs(const BoundCall& call, std::vector<c10::IValue>& values, uint64_t seed) {
   const RandomOp* op = random_op(full_name(call));
@@ -265,8 +265,8 @@ RandomVerdict judge_random(const BoundCall& traced, const RandomSides& sides, ui
   BoundCall call = traced;
   int64_t traced_n = 0;
   const Model model = model_of(call, op);
-  const std::string undecidable = parameters_known(model) ? enlarge(call, op, &traced_n)
-                                                          : "a parameter of the distribution is None";
+  const std::string undecidable =
+      parameters_known(model) ? enlarge(call, op, &traced_n) : "a parameter of the distribution is None";
   BoundCall varied = call;
   const bool second = undecidable.empty() && vary(varied, op, model);
   const int checks = statistical_checks(model) * (second ? 2 : 1) + 1;
@@ -279,11 +279,12 @@ RandomVerdict judge_random(const BoundCall& traced, const RandomSides& sides, ui
   const Values again = sides.run(call, first.inputs, true);
   const at::Tensor probabilities = tensor_arg(call, first.inputs, op.probabilities);
   if (undecidable.empty() && log_identical(model, n, probabilities) < std::log(alpha) && !again.empty() &&
-      bitwise_equal({first.got[0]}, {again[0]})) {
-    r.flags.push_back("cached-result");
+      verify::bitwise_equal({first.got[0]}, {again[0]})) {
+    r.flags.push_back(verify::Flag::CachedResult);
     std::ostringstream s;
     s << "two calls on the same inputs returned identical values, which an honest random kernel does with a "
-         "probability below " << alpha << " (a fixed seed, a mask that is the same on every call, a cached result)";
+         "probability below "
+      << alpha << " (a fixed seed, a mask that is the same on every call, a cached result)";
     return {Status::Failed, s.str()};
   }
   if (!second) return {};

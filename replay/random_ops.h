@@ -29,8 +29,8 @@ struct RandomOp {
   Distribution distribution;
   std::string first, second;
   double first_default, second_default;
-  std::string result_of;  // where the values go: "self" (in place), "result" (a new tensor)
-  std::string size;       // factories: the argument holding the result's size ("" when none)
+  std::string result_of;      // where the values go: "self" (in place), "result" (a new tensor)
+  std::string size;           // factories: the argument holding the result's size ("" when none)
   std::string probabilities;  // BernoulliTensor: the tensor argument holding the probabilities
 };
 

@@ -149,7 +149,8 @@ Coverage Report::coverage() const {
     if (c.variant != "traced") continue;
     std::string reason;  // a traced case judged when it reached a verdict
     if (c.status == Status::Invalid) reason = "invalid (native rejects the call)";
-    else if (c.status == Status::Skipped) reason = short_reason(c.message);
+    else if (c.status == Status::Skipped)
+      reason = short_reason(c.message);
     items.push_back({c.op, reason, c.calls, c.traced_device_us});
   }
   for (const auto& n : meta.not_replayed) items.push_back({n.op, n.reason, n.calls, n.device_us});
@@ -158,9 +159,9 @@ Coverage Report::coverage() const {
 
 bool Report::all_passed() const {
   return meta.interrupted.empty() && std::none_of(cases.begin(), cases.end(), [&](const CaseResult& c) {
-    return c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout ||
-           (c.status == Status::Invalid && meta.self_check);
-  });
+           return c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout ||
+                  (c.status == Status::Invalid && meta.self_check);
+         });
 }
 
 }  // namespace bb::replay

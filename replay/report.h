@@ -36,8 +36,8 @@ struct CaseResult {
   std::string variant;    // traced, noncontiguous, special-values, ...
   uint64_t calls = 0;     // how often the traced program made this call (weight)
   Status status = Status::Skipped;
-  std::string message;              // why it failed, crashed or was skipped
-  std::vector<verify::Flag> flags;  // integrity flags; a flagged case never passes
+  std::string message;                          // why it failed, crashed or was skipped
+  std::vector<verify::Flag> flags;              // integrity flags; a flagged case never passes
   double max_abs_error = 0, max_rel_error = 0;  // against native (where compared)
   double rtol = 0, atol = 0;                    // the tolerance applied
   std::optional<Timing> native, generated;
@@ -70,9 +70,9 @@ struct OpSummary {
 // Calls of the traced program that no case judged, per op and reason.
 struct NotJudged {
   std::string op;
-  std::string reason;      // "random op", "declined", "not selected by --ops", ...
+  std::string reason;  // "random op", "declined", "not selected by --ops", ...
   uint64_t calls = 0;
-  double device_us = 0;    // traced device time of those calls (0 where the trace has none)
+  double device_us = 0;  // traced device time of those calls (0 where the trace has none)
 };
 
 // How much of the traced program the report judged: a traced call is judged when its signature's
@@ -97,13 +97,13 @@ Coverage tally_coverage(const std::vector<CoverageItem>& items);
 std::string short_reason(const std::string& message);
 
 struct ReportMeta {
-  std::string tool;      // bbreplay <version>
-  std::string trace;     // file replayed
-  std::string backend;   // folder, or "native (self-check)"
-  std::string device;    // cpu, cuda
+  std::string tool;     // bbreplay <version>
+  std::string trace;    // file replayed
+  std::string backend;  // folder, or "native (self-check)"
+  std::string device;   // cpu, cuda
   std::string torch;
-  std::string date;      // UTC ISO 8601
-  std::string timing;    // how times were taken
+  std::string date;    // UTC ISO 8601
+  std::string timing;  // how times were taken
   uint64_t seed = 0;
   bool self_check = false;  // native against native: an invalid case is then a failure of the run
   // Set when the run was stopped (SIGINT, SIGTERM) before every case ran: which signal, and how many

@@ -127,17 +127,19 @@ class JsonWriter : public ReportWriter {
     j["schema"] = "bbreplay-report";
     j["schema_version"] = kReportSchema;
     const auto& m = r.meta;
-    j["meta"] = {{"tool", m.tool},     {"trace", m.trace}, {"backend", m.backend}, {"device", m.device},
-                 {"torch", m.torch},   {"date", m.date},   {"timing", m.timing},   {"seed", m.seed},
-                 {"self_check", m.self_check}};
+    j["meta"] = {{"tool", m.tool},     {"trace", m.trace}, {"backend", m.backend},
+                 {"device", m.device}, {"torch", m.torch}, {"date", m.date},
+                 {"timing", m.timing}, {"seed", m.seed},   {"self_check", m.self_check}};
     if (!m.interrupted.empty()) j["meta"]["interrupted"] = m.interrupted;
     const Overall o = r.overall();
     nlohmann::ordered_json perf = nlohmann::ordered_json::array();
     for (const auto& [p, f] : o.perf_at) perf.push_back({{"p", p}, {"fraction", f}});
-    j["overall"] = {{"cases", o.cases},   {"passed", o.passed},   {"failed", o.failed},
-                    {"crashed", o.crashed}, {"skipped", o.skipped}, {"flagged", o.flagged}, {"invalid", o.invalid},
-                    {"speedup_geomean", o.speedup ? nlohmann::ordered_json(*o.speedup) : nullptr},
-                    {"perf_at", perf}};
+    j["overall"] = {
+        {"cases", o.cases},     {"passed", o.passed},
+        {"failed", o.failed},   {"crashed", o.crashed},
+        {"skipped", o.skipped}, {"flagged", o.flagged},
+        {"invalid", o.invalid}, {"speedup_geomean", o.speedup ? nlohmann::ordered_json(*o.speedup) : nullptr},
+        {"perf_at", perf}};
     const Coverage cov = r.coverage();
     nlohmann::ordered_json missed = nlohmann::ordered_json::array();
     for (const auto& n : cov.not_judged)
@@ -149,36 +151,45 @@ class JsonWriter : public ReportWriter {
                      {"not_judged", missed}};
     j["ops"] = nlohmann::ordered_json::array();
     for (const auto& s : r.ops())
-      j["ops"].push_back({{"op", s.op},         {"cases", s.cases},     {"passed", s.passed},
-                          {"failed", s.failed}, {"crashed", s.crashed}, {"skipped", s.skipped}, {"invalid", s.invalid},
-                          {"flagged", s.flagged}, {"flags", verify::flag_names(s.flags)},   {"unstable", s.unstable},
-                          {"native_us", s.native_us}, {"generated_us", s.generated_us},
+      j["ops"].push_back({{"op", s.op},
+                          {"cases", s.cases},
+                          {"passed", s.passed},
+                          {"failed", s.failed},
+                          {"crashed", s.crashed},
+                          {"skipped", s.skipped},
+                          {"invalid", s.invalid},
+                          {"flagged", s.flagged},
+                          {"flags", verify::flag_names(s.flags)},
+                          {"unstable", s.unstable},
+                          {"native_us", s.native_us},
+                          {"generated_us", s.generated_us},
                           {"speedup_geomean", s.speedup ? nlohmann::ordered_json(*s.speedup) : nullptr},
                           {"speedup_withheld", withheld(s)}});
     j["cases"] = nlohmann::ordered_json::array();
     const auto flagged = r.flagged_ops();
     for (const auto& c : r.cases) {
       const auto sp = Report::speedup_of(c, flagged);
-      j["cases"].push_back({{"op", c.op},
-                            {"signature", c.signature},
-                            {"variant", c.variant},
-                            {"calls", c.calls},
-                            {"status", to_string(c.status)},
-                            {"flags", verify::flag_names(c.flags)},
-                            {"message", c.message},
-                            {"max_abs_error", c.max_abs_error},
-                            {"max_rel_error", c.max_rel_error},
-                            {"rtol", c.rtol},
-                            {"atol", c.atol},
-                            {"native", timing_json(c.native)},
-                            {"generated", timing_json(c.generated)},
-                            {"unstable", c.unstable.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.unstable)},
-                            {"speedup", sp ? nlohmann::ordered_json(*sp) : nullptr},
-                            {"traced_device_us", c.traced_device_us},
-                            {"statistics", c.statistics.empty() ? nlohmann::ordered_json(nullptr)
-                                                                : nlohmann::ordered_json(c.statistics)},
-                            {"wall_s", c.wall_s},
-                            {"spent", spent_json(c)}});
+      j["cases"].push_back(
+          {{"op", c.op},
+           {"signature", c.signature},
+           {"variant", c.variant},
+           {"calls", c.calls},
+           {"status", to_string(c.status)},
+           {"flags", verify::flag_names(c.flags)},
+           {"message", c.message},
+           {"max_abs_error", c.max_abs_error},
+           {"max_rel_error", c.max_rel_error},
+           {"rtol", c.rtol},
+           {"atol", c.atol},
+           {"native", timing_json(c.native)},
+           {"generated", timing_json(c.generated)},
+           {"unstable", c.unstable.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.unstable)},
+           {"speedup", sp ? nlohmann::ordered_json(*sp) : nullptr},
+           {"traced_device_us", c.traced_device_us},
+           {"statistics",
+            c.statistics.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.statistics)},
+           {"wall_s", c.wall_s},
+           {"spent", spent_json(c)}});
     }
     return j.dump(1) + "\n";
   }
@@ -209,27 +220,27 @@ class CsvWriter : public ReportWriter {
         << general(c.rtol) << "," << general(c.atol) << "," << csv_time(c.native, &Timing::median) << ","
         << csv_time(c.native, &Timing::q1) << "," << csv_time(c.native, &Timing::q3) << ","
         << csv_time(c.generated, &Timing::median) << "," << csv_time(c.generated, &Timing::q1) << ","
-        << csv_time(c.generated, &Timing::q3) << "," << (sp ? fixed(*sp, 4) : "") << "," << csv_field(c.unstable)
-        << "," << fixed(c.wall_s, 3) << "\n";
+        << csv_time(c.generated, &Timing::q3) << "," << (sp ? fixed(*sp, 4) : "") << "," << csv_field(c.unstable) << ","
+        << fixed(c.wall_s, 3) << "\n";
     }
     return s.str();
   }
 };
-
 
 void problems(const Report& r, std::ostream& s, bool markdown) {
   bool any = false;
   for (const auto& c : r.cases) {
     if (c.status == Status::Passed && c.flags.empty() && c.unstable.empty()) continue;
     if (c.status == Status::Skipped && !markdown) continue;
-    if (!any) s << (markdown ? "\n## Cases that did not pass, or passed without a stable time\n\n"
-                       : "\ncases that did not pass, or passed without a stable time:\n");
+    if (!any)
+      s << (markdown ? "\n## Cases that did not pass, or passed without a stable time\n\n"
+                     : "\ncases that did not pass, or passed without a stable time:\n");
     any = true;
     std::string flags = c.flags.empty() ? "" : " [" + verify::flag_names(c.flags, ", ") + "]";
     const std::string message = c.status == Status::Passed ? "times unstable, no speedup: " + c.unstable : c.message;
     if (markdown) {
-      s << "- `" << c.op << "` (" << md_cell(c.signature) << "), " << c.variant << ": **" << to_string(c.status)
-        << "**" << md_cell(flags) << ": " << md_cell(message) << "\n";
+      s << "- `" << c.op << "` (" << md_cell(c.signature) << "), " << c.variant << ": **" << to_string(c.status) << "**"
+        << md_cell(flags) << ": " << md_cell(message) << "\n";
     } else {
       s << "  " << c.op << " (" << c.signature << ") " << c.variant << ": " << to_string(c.status) << flags << ": "
         << first_line(message) << "\n";
@@ -249,8 +260,8 @@ class MarkdownWriter : public ReportWriter {
     s << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& o : r.ops())
       s << "| `" << o.op << "` | " << o.cases << " | " << o.passed << " | " << o.failed << " | " << o.crashed << " | "
-        << o.skipped << " | " << o.flagged << " | " << time_text(o, o.native_us) << " | " << time_text(o, o.generated_us) << " | "
-        << speedup_text(o) << " |\n";
+        << o.skipped << " | " << o.flagged << " | " << time_text(o, o.native_us) << " | "
+        << time_text(o, o.generated_us) << " | " << speedup_text(o) << " |\n";
     s << "\n**Overall**: " << overall_line(r.overall()) << "\n";
     s << "\n**Coverage**: " << md_cell(coverage_line(r.coverage())) << "\n";
     if (std::string random = statistics_lines(r, "- ", true); !random.empty())
@@ -267,7 +278,8 @@ class ConsoleWriter : public ReportWriter {
     std::ostringstream s;
     s << std::left << std::setw(36) << "op" << std::right << std::setw(6) << "cases" << std::setw(8) << "passed"
       << std::setw(8) << "failed" << std::setw(9) << "crashed" << std::setw(9) << "skipped" << std::setw(14)
-      << "native us" << std::setw(14) << "generated us" << std::setw(9) << "speedup" << "  flags\n";
+      << "native us" << std::setw(14) << "generated us" << std::setw(9) << "speedup"
+      << "  flags\n";
     for (const auto& o : r.ops())
       s << std::left << std::setw(36) << o.op << std::right << std::setw(6) << o.cases << std::setw(8) << o.passed
         << std::setw(8) << o.failed << std::setw(9) << o.crashed << std::setw(9) << o.skipped << std::setw(14)

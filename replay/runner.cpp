@@ -54,7 +54,8 @@ Built build_inputs(const trace::TraceEntry& entry, const std::string& variant, c
     b.bound = bind_call(entry);
     if (std::string why = unreplayable(*b.bound); !why.empty()) {
       if (judged_by_properties(*b.bound)) b.random = true;
-      else b.skipped = why;
+      else
+        b.skipped = why;
       return b;
     }
     b.inputs = inputs_for(CaseContext{*b.bound, variant, nullptr, o}, o.seed);

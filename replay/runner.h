@@ -15,15 +15,15 @@ namespace bb::replay {
 struct RunOptions {
   c10::Device device = c10::kCPU;
   uint64_t seed = 0;
-  bool check = true;             // --perf-only turns the comparison off
-  bool time = true;              // --check-only turns timing off
-  int repetitions = 25;          // timed runs per kernel (fewer if the budget runs out)
-  double budget_seconds = 2.0;   // per kernel per case
+  bool check = true;            // --perf-only turns the comparison off
+  bool time = true;             // --check-only turns timing off
+  int repetitions = 25;         // timed runs per kernel (fewer if the budget runs out)
+  double budget_seconds = 2.0;  // per kernel per case
   // Stop repeating once the median of each side is known this well: the half-width of its 95%
   // confidence interval, relative to it (0: always make `repetitions`).
   double precision = 0.01;
   const policy::Policy* policy = nullptr;  // tolerances; defaults when null
-  bool strict_strides = false;   // --strict-strides: functional results must have native's strides too
+  bool strict_strides = false;             // --strict-strides: functional results must have native's strides too
 };
 
 // `kernel` null: native against native (the harness's self-check).

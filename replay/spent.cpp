@@ -10,9 +10,7 @@ thread_local Spent* g_innermost = nullptr;
 thread_local bool g_sealed = false;
 thread_local std::vector<std::pair<std::string, double>> g_spent;
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void charge(const char* phase, double seconds) {
   for (auto& [name, s] : g_spent)

@@ -11,14 +11,14 @@
 namespace bb::replay {
 
 namespace phase {
-inline constexpr const char* kInputs = "inputs";            // building input sets and copies of them
-inline constexpr const char* kNative = "native runs";       // native's untimed calls
-inline constexpr const char* kKernel = "kernel runs";       // the kernel's untimed calls
-inline constexpr const char* kTimed = "timed runs";         // inside the clock (host) or CUPTI window (CUDA)
-inline constexpr const char* kEvict = "eviction and sync";  // cache eviction, synchronization, CUPTI flush
-inline constexpr const char* kCompare = "comparison";       // results against native's, tolerances
+inline constexpr const char* kInputs = "inputs";                // building input sets and copies of them
+inline constexpr const char* kNative = "native runs";           // native's untimed calls
+inline constexpr const char* kKernel = "kernel runs";           // the kernel's untimed calls
+inline constexpr const char* kTimed = "timed runs";             // inside the clock (host) or CUPTI window (CUDA)
+inline constexpr const char* kEvict = "eviction and sync";      // cache eviction, synchronization, CUPTI flush
+inline constexpr const char* kCompare = "comparison";           // results against native's, tolerances
 inline constexpr const char* kReference = "float64 reference";  // float64 and lower-precision references
-inline constexpr const char* kIntegrity = "integrity";      // poisoning, input-mutation and output checks
+inline constexpr const char* kIntegrity = "integrity";          // poisoning, input-mutation and output checks
 }  // namespace phase
 
 class Spent {

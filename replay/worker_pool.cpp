@@ -138,8 +138,8 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
     *why = reap();
     return Outcome::Died;
   }
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(timeout_s + (ready_ ? 0 : kStartupSeconds));
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s + (ready_ ? 0 : kStartupSeconds));
   note_.clear();
   const std::string notes = note_prefix(token_), replies = reply_prefix(token_);
   for (;;) {
@@ -165,7 +165,8 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
       *why = "interrupted";
       return Outcome::Interrupted;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       reap();
       *why = "no result within " + std::to_string(static_cast<int>(timeout_s)) + " s; the worker was killed";

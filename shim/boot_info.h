@@ -9,10 +9,10 @@ extern "C" {
 #endif
 
 struct bb_boot_info {
-  int abi;                    /* BB_BOOT_ABI */
-  const char* torch_version;  /* torch.__version__ of the process */
-  const char* torch_lib;      /* path of the loaded libtorch_cpu.so */
-  const char* lib_dir;        /* folder holding libbbshim.so and the runtime */
+  int abi;                   /* BB_BOOT_ABI */
+  const char* torch_version; /* torch.__version__ of the process */
+  const char* torch_lib;     /* path of the loaded libtorch_cpu.so */
+  const char* lib_dir;       /* folder holding libbbshim.so and the runtime */
 };
 
 /* Returns 0 when the runtime started. */

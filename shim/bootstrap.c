@@ -146,8 +146,7 @@ static void activate(void) {
   if (!torch_version_near(torch_lib, have, sizeof have)) snprintf(have, sizeof have, "unknown");
   if (strcmp(want, have) != 0) {
     char msg[PATH_MAX + 1024];
-    snprintf(msg, sizeof msg, "built for torch %s but this program loaded torch %s (%s); ", want, have,
-             torch_lib);
+    snprintf(msg, sizeof msg, "built for torch %s but this program loaded torch %s (%s); ", want, have, torch_lib);
     say(1, msg, "bbshim stays inactive. Rebuild bbshim with this torch.", NULL, NULL);
     return;
   }
@@ -251,15 +250,15 @@ enum { kCuptiNotInitialized = 15 };  // CUPTI_ERROR_NOT_INITIALIZED
 
 BB_EXPORT int cuptiActivityRegisterCallbacks(void* request, void* complete) {
   cupti_event(kCuptiCallbacks);
-  int (*f)(void*, void*) =
-      (int (*)(void*, void*))real_cupti("cuptiActivityRegisterCallbacks", BB_CALLER, (void*)&cuptiActivityRegisterCallbacks);
+  int (*f)(void*, void*) = (int (*)(void*, void*))real_cupti("cuptiActivityRegisterCallbacks", BB_CALLER,
+                                                             (void*)&cuptiActivityRegisterCallbacks);
   return f ? f(request, complete) : kCuptiNotInitialized;
 }
 
 BB_EXPORT int cuptiActivityRegisterTimestampCallback(void* callback) {
   cupti_event(kCuptiTimestamps);
   int (*f)(void*) = (int (*)(void*))real_cupti("cuptiActivityRegisterTimestampCallback", BB_CALLER,
-                                                (void*)&cuptiActivityRegisterTimestampCallback);
+                                               (void*)&cuptiActivityRegisterTimestampCallback);
   return f ? f(callback) : kCuptiNotInitialized;
 }
 

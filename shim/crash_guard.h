@@ -15,7 +15,7 @@ class CrashContext {
   CrashContext& operator=(const CrashContext&) = delete;
 
   const CrashContext* const outer;
-  const std::string& op;    // owned by the route: outlives the context
+  const std::string& op;  // owned by the route: outlives the context
   const std::string& file;
 };
 

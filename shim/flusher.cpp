@@ -53,13 +53,11 @@ const char* signal_name(int sig) {
   }
 }
 
-bool kills_by_default(const struct sigaction& sa) {
-  return !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL;
-}
+bool kills_by_default(const struct sigaction& sa) { return !(sa.sa_flags & SA_SIGINFO) && sa.sa_handler == SIG_DFL; }
 
 // Dies of `sig` the way the process would have without us.
 void die_of(int sig) {
-  struct sigaction dfl{};
+  struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(sig, &dfl, nullptr);
@@ -69,7 +67,8 @@ void die_of(int sig) {
 // Asks the flusher for a write and waits (bounded) until it is on disk. Only async-signal-safe calls.
 void write_and_wait(int sig) {
   unsigned char byte;
-  while (::read(g_ack[0], &byte, 1) == 1) {}  // drop stale acks
+  while (::read(g_ack[0], &byte, 1) == 1) {
+  }  // drop stale acks
   byte = static_cast<unsigned char>(sig);
   if (::write(g_pipe[1], &byte, 1) != 1) return;
   pollfd p{g_ack[0], POLLIN, 0};
@@ -170,8 +169,7 @@ void restart_in_parent() {
 
 bool start_flusher(WriteFn write, double interval_s) {
   // Writers never block; the flusher blocks in poll, the handler polls with a timeout.
-  if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || ::pipe2(g_ack, O_CLOEXEC | O_NONBLOCK) != 0)
-    return false;
+  if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || ::pipe2(g_ack, O_CLOEXEC | O_NONBLOCK) != 0) return false;
   g_write = new WriteFn(std::move(write));
   g_interval = interval_s;
   if (!spawn()) return false;

@@ -38,8 +38,7 @@ uint64_t fnv1a(const std::string& s) {
 
 }  // namespace
 
-std::string planned_trace_path(const std::string& configured, const ProcessIdentity& id,
-                               const std::string& cwd) {
+std::string planned_trace_path(const std::string& configured, const ProcessIdentity& id, const std::string& cwd) {
   std::string path = configured.empty() ? "bbtrace.yaml" : configured;
   const bool ranked = id.rank && id.world_size && *id.world_size > 1;
   const bool has_rank_token = path.find("%r") != std::string::npos;

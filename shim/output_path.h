@@ -14,8 +14,7 @@ struct ProcessIdentity {
 
 // BB_TRACE (with %p -> pid, %r -> rank expanded) or bbtrace.yaml, made absolute against `cwd`. In a
 // multi-rank run a path without %r gets ".rank<R>" before its extension.
-std::string planned_trace_path(const std::string& configured, const ProcessIdentity& id,
-                               const std::string& cwd);
+std::string planned_trace_path(const std::string& configured, const ProcessIdentity& id, const std::string& cwd);
 
 // dir/name.yaml + "1234" -> dir/name.1234.yaml; without an extension the suffix is appended.
 std::string insert_suffix(const std::string& path, const std::string& suffix);

@@ -42,7 +42,7 @@ struct OpStats {
 struct Route;
 struct ActiveKernel {  // a generated kernel running on this thread
   const Route* route;
-  bool reentered;            // it called the op it replaces
+  bool reentered;  // it called the op it replaces
   ActiveKernel* outer;
 };
 thread_local ActiveKernel* t_active = nullptr;
@@ -158,8 +158,8 @@ struct Route final : c10::OperatorKernel {
       stats.errors.fetch_add(1, std::memory_order_relaxed);
       note_once(stats.first_error, e.what());
       if (rule.on_error == policy::OnError::Raise) throw;
-      log::warn_once("kernel-error:" + kernel.op, "generated kernel for " + where() + " failed: " +
-                                                      first_line(e.what()) +
+      log::warn_once("kernel-error:" + kernel.op, "generated kernel for " + where() +
+                                                      " failed: " + first_line(e.what()) +
                                                       "; the native kernel ran instead (later failures are counted)");
       return Outcome::Failed;
     }
@@ -181,8 +181,8 @@ struct Route final : c10::OperatorKernel {
       for (size_t k = base; k < stack->size(); ++k) mine.push_back(verify::deep_copy((*stack)[k]));
     }
     const Stack inputs(stack->begin() + base, stack->end());  // native's arguments (and the report's)
-    native(op, ks, stack);  // the program continues with these results
-    const Stack my_args = mine;  // the same tensors the kernel gets
+    native(op, ks, stack);                                    // the program continues with these results
+    const Stack my_args = mine;                               // the same tensors the kernel gets
     if (call_generated(op, ks, &mine) != Outcome::Routed) return;
     const uint64_t call = stats.shadowed.fetch_add(1, std::memory_order_relaxed) + 1;  // compared
     Bypass bypass;
@@ -203,7 +203,8 @@ struct Route final : c10::OperatorKernel {
     if (!m) return;
     stats.mismatched.fetch_add(1, std::memory_order_relaxed);
     if (!stats.first_mismatch_call || call < stats.first_mismatch_call) stats.first_mismatch_call = call;
-    if (stats.mismatches.size() < kMismatchesKept) stats.mismatches.push_back("(" + args_text(inputs) + ") " + m->detail);
+    if (stats.mismatches.size() < kMismatchesKept)
+      stats.mismatches.push_back("(" + args_text(inputs) + ") " + m->detail);
   }
 
   // What the kernel did to memory that native does not (docs/integrity.md, shadow mode): results in its
@@ -216,8 +217,9 @@ struct Route final : c10::OperatorKernel {
     const std::string a = verify::aliasing_native_lacks(schema, native_args, native_out, args, out, out.size());
     if (!a.empty()) return found(verify::Flag::Aliasing, a + ", which native's does not");
     if (std::string arg = verify::first_unwritable_change(schema, native_args, args); !arg.empty())
-      return found(verify::Flag::InputMutation, "argument '" + arg + "', which the schema does not let the op write, "
-                                                "differs from native's after the call");
+      return found(verify::Flag::InputMutation, "argument '" + arg +
+                                                    "', which the schema does not let the op write, "
+                                                    "differs from native's after the call");
     return std::nullopt;
   }
 
@@ -280,18 +282,17 @@ std::string routing_summary() {
   s << "routing summary: backend " << g_backend_dir
     << (g_backend_named_by_policy ? " (named by the policy file: its code was compiled and ran in this program)" : "")
     << (g_policy_source.empty() ? "" : ", policy " + g_policy_source) << "\n";
-  s << "  " << std::left << std::setw(36) << "op" << std::right << std::setw(7) << "mode" << std::setw(10)
-    << "calls" << std::setw(10) << "routed" << std::setw(10) << "declined" << std::setw(8) << "unmet"
-    << std::setw(8) << "passed" << std::setw(8) << "errors" << std::setw(8) << "native" << std::setw(10)
-    << "mismatch" << "\n";
+  s << "  " << std::left << std::setw(36) << "op" << std::right << std::setw(7) << "mode" << std::setw(10) << "calls"
+    << std::setw(10) << "routed" << std::setw(10) << "declined" << std::setw(8) << "unmet" << std::setw(8) << "passed"
+    << std::setw(8) << "errors" << std::setw(8) << "native" << std::setw(10) << "mismatch"
+    << "\n";
   std::ostringstream notes;
   for (const Route* r : *g_routes) {
     const OpStats& st = r->stats;
     s << "  " << std::left << std::setw(36) << r->kernel.op << std::right << std::setw(7)
       << policy::to_string(r->rule.mode) << std::setw(10) << st.calls.load() << std::setw(10) << st.routed.load()
-      << std::setw(10) << st.declined.load() << std::setw(8) << st.unmet.load() << std::setw(8)
-      << st.passthrough.load() << std::setw(8) << st.errors.load() << std::setw(8) << st.native_calls.load()
-      << std::setw(10)
+      << std::setw(10) << st.declined.load() << std::setw(8) << st.unmet.load() << std::setw(8) << st.passthrough.load()
+      << std::setw(8) << st.errors.load() << std::setw(8) << st.native_calls.load() << std::setw(10)
       << (r->rule.mode == policy::Mode::Shadow
               ? std::to_string(st.mismatched.load()) + "/" + std::to_string(st.shadowed.load())
               : "-")

@@ -94,8 +94,8 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   if (timing.timeline) {
     static PathClaim timeline_claim;
     std::string note;
-    timeline_path = claim_trace_path(planned_trace_path(cfg.timeline, run.id, current_dir()), run.id.pid,
-                                     timeline_claim, &note);
+    timeline_path =
+        claim_trace_path(planned_trace_path(cfg.timeline, run.id, current_dir()), run.id.pid, timeline_claim, &note);
     if (!note.empty()) log::warn(note);
   } else if (!cfg.timeline.empty()) {
     log::warn("BB_TIMELINE needs device timing; BB_DEVICE_TIME=0 turns both off");

@@ -136,8 +136,7 @@ std::string trace_text(const Config& c) { return c.trace ? c.trace_path : "off";
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
-      {"BB_DISABLE", "disable", "1", "turn everything off", read_flag<&Config::disabled>,
-       flag_text<&Config::disabled>},
+      {"BB_DISABLE", "disable", "1", "turn everything off", read_flag<&Config::disabled>, flag_text<&Config::disabled>},
       {"BB_TRACE", "trace", "path",
        "trace file (default `bbtrace.yaml` in the working directory); `%p` → pid, `%r` → rank; `off` disables "
        "tracing",
@@ -151,8 +150,7 @@ const std::vector<Setting>& settings() {
       {"BB_MAX_SIGNATURES", "max_signatures", "n",
        "distinct signatures kept (default 100000, at most 100000000); calls past it are counted as "
        "`untraced_calls`",
-       read_number<size_t, &Config::max_signatures, 1, 100000000>,
-       number_value_text<size_t, &Config::max_signatures>},
+       read_number<size_t, &Config::max_signatures, 1, 100000000>, number_value_text<size_t, &Config::max_signatures>},
       {"BB_INT_RANGES", "int_ranges", "0", "do not sample value ranges of integer tensors",
        read_flag<&Config::int_ranges>, flag_text<&Config::int_ranges>},
       {"BB_DEVICE_TIME", "device_time", "0",

@@ -12,10 +12,10 @@
 namespace bb::shim {
 
 struct Setting {
-  const char* env;      // BB_FLUSH_SECONDS
-  const char* key;      // flush_seconds
-  const char* value;    // the value as README.md writes it: `BB_FLUSH_SECONDS=s`
-  const char* doc;      // what it does: the rest of its README row
+  const char* env;    // BB_FLUSH_SECONDS
+  const char* key;    // flush_seconds
+  const char* value;  // the value as README.md writes it: `BB_FLUSH_SECONDS=s`
+  const char* doc;    // what it does: the rest of its README row
   // Reads `text` into `c`: "" on success, else what is wrong with it ("is not a number in [0, 86400]"),
   // with `c` unchanged. `file_dir`: where the BB_CONFIG file is, for the paths it holds ("" for the
   // environment: paths as they are).

@@ -14,7 +14,7 @@ bool call_previous_handler(const struct sigaction& prev, int sig, siginfo_t* inf
 }
 
 bool install_handler(int sig, void (*handler)(int, siginfo_t*, void*), int flags, struct sigaction* previous) {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_sigaction = handler;
   sa.sa_flags = SA_SIGINFO | flags;
   sigemptyset(&sa.sa_mask);

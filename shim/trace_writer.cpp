@@ -68,11 +68,18 @@ std::vector<trace::KernelCount> by_launches(const std::map<std::string, uint64_t
 
 // torch.profiler's names for dtypes in "Input type" (C++ type names).
 std::string profiler_type(const std::string& dtype) {
-  static const std::map<std::string, std::string> names = {
-      {"float32", "float"},       {"float64", "double"},        {"float16", "c10::Half"},
-      {"bfloat16", "c10::BFloat16"}, {"int64", "long int"},      {"int32", "int"},
-      {"int16", "short int"},     {"int8", "signed char"},      {"uint8", "unsigned char"},
-      {"bool", "bool"},           {"complex64", "c10::complex<float>"}, {"complex128", "c10::complex<double>"}};
+  static const std::map<std::string, std::string> names = {{"float32", "float"},
+                                                           {"float64", "double"},
+                                                           {"float16", "c10::Half"},
+                                                           {"bfloat16", "c10::BFloat16"},
+                                                           {"int64", "long int"},
+                                                           {"int32", "int"},
+                                                           {"int16", "short int"},
+                                                           {"int8", "signed char"},
+                                                           {"uint8", "unsigned char"},
+                                                           {"bool", "bool"},
+                                                           {"complex64", "c10::complex<float>"},
+                                                           {"complex128", "c10::complex<double>"}};
   auto it = names.find(dtype);
   return it == names.end() ? dtype : it->second;
 }
@@ -153,8 +160,7 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
       auto it = times->by_signature.find(snap.sigs[k]);
       if (it == times->by_signature.end()) continue;
       const devtime::Sketch& s = it->second.per_call;
-      if (s.count() > 0)
-        t.ops[k].device_time = trace::DeviceTime{s.count(), s.total(), s.min(), s.median(), s.max()};
+      if (s.count() > 0) t.ops[k].device_time = trace::DeviceTime{s.count(), s.total(), s.min(), s.median(), s.max()};
       t.ops[k].kernels = by_launches(it->second.kernels);
     }
     trace::DeviceTiming d;
@@ -189,7 +195,8 @@ bool TraceWriter::write(const std::string& status, bool final) {
   if (final && !timeline_path_.empty()) {
     std::string err = write_timeline_file(timeline_path_, snap, tracer::device_timeline(), run_);
     if (!err.empty()) log::warn("cannot write the timeline: " + err);
-    else log::debug("wrote the timeline " + timeline_path_);
+    else
+      log::debug("wrote the timeline " + timeline_path_);
   }
   if (!final && status == "running" && snap.calls == last_calls_) return true;
   last_calls_ = snap.calls;

@@ -56,8 +56,7 @@ void encode_tensor(const at::Tensor& t, KeyWords& out) {
       (static_cast<uint64_t>(dev.type()) << 8) | static_cast<uint64_t>(static_cast<uint8_t>(dev.index()));
   const uint64_t dim = flags ? 0 : impl->dim();
   out.push_back(header(kTensor, static_cast<uint64_t>(impl->dtype().toScalarType()) |
-                                    (static_cast<uint64_t>(layout) << 8) | (dim << 16) |
-                                    (flags << 32)));
+                                    (static_cast<uint64_t>(layout) << 8) | (dim << 16) | (flags << 32)));
   out.push_back(dev_word);
   if (flags) return;
   encode_sizes(impl->sizes(), out);

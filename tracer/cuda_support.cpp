@@ -49,7 +49,7 @@ struct Pending {
   cudaEvent_t done;
 };
 
-std::mutex g_mu;  // guards everything below
+std::mutex g_mu;                                               // guards everything below
 std::vector<Pending>* g_pending = new std::vector<Pending>();  // never freed: used at exit
 std::vector<int>* g_free = new std::vector<int>();
 int64_t* g_slots = nullptr;  // kSlots x {min, max} in pinned memory
@@ -78,7 +78,11 @@ int take_slot() {  // call with g_mu held
 void probe(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor& t) {
   if (g_closed.load() || !t.is_cuda() || t.numel() == 0) return;
   switch (t.scalar_type()) {  // the integer types aminmax supports on CUDA
-    case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong: break;
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong: break;
     default: return;
   }
   const auto device = t.device().index();
@@ -96,8 +100,8 @@ void probe(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor&
   auto [lo, hi] = at::aminmax(t);
   at::Tensor both = at::stack({lo.to(at::kLong), hi.to(at::kLong)});
   cudaEvent_t ev = nullptr;
-  bool ok = cudaMemcpyAsync(g_slots + 2 * slot, both.const_data_ptr(), 2 * sizeof(int64_t),
-                            cudaMemcpyDeviceToHost, stream) == cudaSuccess &&
+  bool ok = cudaMemcpyAsync(g_slots + 2 * slot, both.const_data_ptr(), 2 * sizeof(int64_t), cudaMemcpyDeviceToHost,
+                            stream) == cudaSuccess &&
             cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
             cudaEventRecord(ev, stream) == cudaSuccess;
   std::lock_guard<std::mutex> lock(g_mu);
@@ -114,7 +118,8 @@ void probe_noexcept(TraceStore* store, uint32_t sig, RangeTarget where, const at
     probe(store, sig, where, t);
   } catch (const std::exception& e) {
     log::warn_once("cuda-range", std::string("CUDA value-range probe failed (ranges of CUDA integer "
-                                             "tensors will be missing): ") + e.what());
+                                             "tensors will be missing): ") +
+                                     e.what());
   }
 }
 
@@ -216,7 +221,7 @@ void start_sampler(devtime::CuptiSession* timer) {
           const auto closing = clock::now();
           due += period;
           if (due < closing + (period - on) / 2) due = closing + (period - on);  // fell behind: keep a gap
-          if (!timer->window(false, closing + (due - closing) / 2)) return;  // drains half the gap at most
+          if (!timer->window(false, closing + (due - closing) / 2)) return;      // drains half the gap at most
           std::this_thread::sleep_until(due);
           if (!timer->window(true)) return;
           opened = clock::now();
@@ -254,7 +259,8 @@ void start_device_timing() {
     devtime::CuptiMode mode = devtime::CuptiMode::Callback;
     if (const char* m = std::getenv("BB_CUPTI_MODE"); m && *m) {
       if (!std::strcmp(m, "external-all")) mode = devtime::CuptiMode::ExternalAll;
-      else if (!std::strcmp(m, "kernels-only")) mode = devtime::CuptiMode::KernelsOnly;
+      else if (!std::strcmp(m, "kernels-only"))
+        mode = devtime::CuptiMode::KernelsOnly;
       else if (std::strcmp(m, "callback") != 0)
         log::warn(std::string("BB_CUPTI_MODE=") + m + " is not callback|external-all|kernels-only; using callback");
     }
@@ -265,8 +271,8 @@ void start_device_timing() {
   if (conflict.empty()) conflict = "this build has no CUPTI headers";
 #endif
   const devtime::Sampling sampling{g_timing_options.sample_on_ms, g_timing_options.sample_period_ms};
-  auto* timer =
-      new devtime::CuptiSession(std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
+  auto* timer = new devtime::CuptiSession(
+      std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
   if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))
     listen(&on_cupti_event);
   g_timer.store(timer);
@@ -341,10 +347,11 @@ void configure_device_timing(const DeviceTimingOptions& options) { g_timing_opti
 
 DeviceTimeSnapshot device_time_snapshot() {
   devtime::CuptiSession* t = g_timer.load();
-  if (!t) return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", 0, 0};
+  if (!t)
+    return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", 0, 0};
   if (::getpid() == g_owner_pid) t->round();
-  return {t->status(), t->collector().by_signature(), t->collector().health(), t->sampling().describe(),
-          t->windows(), t->detaches()};
+  return {t->status(),  t->collector().by_signature(), t->collector().health(), t->sampling().describe(), t->windows(),
+          t->detaches()};
 }
 
 devtime::Collector::Timeline device_timeline() {

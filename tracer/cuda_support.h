@@ -39,8 +39,8 @@ struct DeviceTimeSnapshot {
   std::string status;  // on | off: why | stopped: why
   std::map<uint32_t, devtime::SignatureTime> by_signature;
   devtime::Health health;
-  std::string sampled;   // "10 ms of every 100 ms"; empty: every call timed
-  uint64_t windows = 0;  // sampled: windows opened
+  std::string sampled;    // "10 ms of every 100 ms"; empty: every call timed
+  uint64_t windows = 0;   // sampled: windows opened
   uint64_t detaches = 0;  // sampled: gaps between windows with CUPTI detached
 };
 // Collects finished records first (not after the final collection at exit).

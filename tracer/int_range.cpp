@@ -10,9 +10,8 @@ namespace {
 template <class T>
 int64_t clamp64(T v) {
   if constexpr (std::is_same_v<T, uint64_t>) {
-    return v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-               ? std::numeric_limits<int64_t>::max()
-               : static_cast<int64_t>(v);
+    return v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                          : static_cast<int64_t>(v);
   } else {
     return static_cast<int64_t>(v);
   }
@@ -67,8 +66,8 @@ bool is_plain_dense(const at::Tensor& t) {
       c10::DispatchKey::Conjugate,
   });
   const auto dev = impl->device_type();
-  return (dev == c10::kCPU || dev == c10::kCUDA) && impl->layout() == c10::kStrided &&
-         !impl->is_nested() && !impl->has_symbolic_sizes_strides() && !impl->key_set().has_any(wrappers);
+  return (dev == c10::kCPU || dev == c10::kCUDA) && impl->layout() == c10::kStrided && !impl->is_nested() &&
+         !impl->has_symbolic_sizes_strides() && !impl->key_set().has_any(wrappers);
 }
 
 bool wants_range(c10::ScalarType t) { return c10::isIntegralType(t, /*includeBool=*/false); }

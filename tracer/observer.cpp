@@ -27,10 +27,10 @@ TracerOptions g_options;
 
 struct Frame {
   const at::RecordFunction* fn;
-  Slot* slot;       // null for untraced calls and for records that are not ops
-  int prev_op;      // innermost op frame when this one was pushed, -1 if none
-  bool had_child;   // an op ran inside this one
-  bool hooked;      // the start hook returned true: the end hook is owed
+  Slot* slot;      // null for untraced calls and for records that are not ops
+  int prev_op;     // innermost op frame when this one was pushed, -1 if none
+  bool had_child;  // an op ran inside this one
+  bool hooked;     // the start hook returned true: the end hook is owed
 };
 
 struct OpCacheEntry {
@@ -201,9 +201,8 @@ void leave(ThreadState& s, const at::RecordFunction& fn) {
 }
 
 void report(const char* where) {
-  log::warn_once(std::string("tracer:") + where,
-                 std::string("internal error in the tracer (") + where +
-                     "); the call was not recorded and the program continues");
+  log::warn_once(std::string("tracer:") + where, std::string("internal error in the tracer (") + where +
+                                                     "); the call was not recorded and the program continues");
   if (log::enabled(log::Level::Debug)) log::debug(std::string("internal error at:\n") + log::stacktrace());
 }
 
@@ -242,9 +241,8 @@ TraceStore* start_tracing(const TracerOptions& options) {
   g_options = options;
   auto* store = new TraceStore(options.max_signatures);  // never freed: threads may use it at exit
   g_store.store(store, std::memory_order_release);
-  at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
-                            .needsInputs(true)
-                            .scopes({at::RecordScope::FUNCTION}));
+  at::addGlobalCallback(
+      at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   return store;
 }
 

@@ -34,8 +34,7 @@ void SignatureTable::grow_index() {
   }
 }
 
-Slot* SignatureTable::insert(const KeyWords& key, uint64_t hash, uint32_t sig,
-                             std::vector<RangeTarget> ranges) {
+Slot* SignatureTable::insert(const KeyWords& key, uint64_t hash, uint32_t sig, std::vector<RangeTarget> ranges) {
   const size_t n = size_.load(std::memory_order_relaxed);
   if (n >= kChunk * kMaxChunks) return nullptr;
   if (!chunks_[n / kChunk]) chunks_[n / kChunk].reset(new Slot[kChunk]);

@@ -33,8 +33,8 @@ inline uint64_t bump(std::atomic<uint64_t>& c) {
 }
 
 struct Slot {
-  uint32_t sig = 0;                  // id in the TraceStore
-  std::vector<RangeTarget> ranges;   // integer tensor inputs (owner thread only)
+  uint32_t sig = 0;                 // id in the TraceStore
+  std::vector<RangeTarget> ranges;  // integer tensor inputs (owner thread only)
   Counters counters;
 };
 

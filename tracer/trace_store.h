@@ -28,7 +28,7 @@ struct OpInfo {
   std::string name;         // aten::add.Tensor
   std::string schema_name;  // aten::add: checked on every cache hit
   std::optional<c10::FunctionSchema> schema;
-  std::vector<bool> writes;                     // per argument: the schema lets the op write it
+  std::vector<bool> writes;  // per argument: the schema lets the op write it
   // The autocast keys (AutocastCPU, AutocastCUDA, ...) this op has a kernel of its own for. Such a
   // kernel casts the arguments and calls the op again; observer.cpp traces only that inner call.
   c10::DispatchKeySet autocast_keys;

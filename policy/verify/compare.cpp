@@ -43,7 +43,7 @@ std::pair<at::Tensor, at::Tensor> flat_doubles(const at::Tensor& expected, const
 }
 
 struct Measured {
-  bool all_within = false;  // every element within tolerance (or equal, or NaN where expected has NaN)
+  bool all_within = false;          // every element within tolerance (or equal, or NaN where expected has NaN)
   double max_abs = 0, max_rel = 0;  // over elements whose difference is finite
   at::Tensor ok;                    // per element: within tolerance (for the report of a mismatch)
 };
@@ -109,8 +109,7 @@ std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Te
 }
 
 std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const at::Tensor& actual,
-                                               const at::Tensor& reference, Tolerance tol,
-                                               const at::Tensor& rounding) {
+                                               const at::Tensor& reference, Tolerance tol, const at::Tensor& rounding) {
   if (auto m = compare_tensors(native, actual, {INFINITY, INFINITY}); m && m->what != "values") return m;
   if (!native.defined() || native.numel() == 0) return std::nullopt;
   if (!reference.defined() || reference.sizes() != native.sizes()) return compare_tensors(native, actual, tol);
@@ -150,8 +149,7 @@ std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::I
   };
   if (expected.isTensor() && actual.isTensor()) {
     const auto& e = expected.toTensor();
-    return at_path(
-        compare_tensors(e, actual.toTensor(), tolerance(e.defined() ? e.scalar_type() : at::kFloat), stats));
+    return at_path(compare_tensors(e, actual.toTensor(), tolerance(e.defined() ? e.scalar_type() : at::kFloat), stats));
   }
   if ((expected.isList() && actual.isList()) || (expected.isTuple() && actual.isTuple())) {
     auto ev = expected.isList() ? expected.toListRef().vec() : expected.toTupleRef().elements().vec();

@@ -15,9 +15,9 @@
 namespace bb::verify {
 
 struct Mismatch {
-  std::string what;      // shape, dtype, values, kind, count
-  std::string detail;    // human text: where and by how much
-  double max_abs = 0;    // over finite elements
+  std::string what;    // shape, dtype, values, kind, count
+  std::string detail;  // human text: where and by how much
+  double max_abs = 0;  // over finite elements
   double max_rel = 0;
   int64_t first_index = -1;  // flat index of the first element outside tolerance
 };

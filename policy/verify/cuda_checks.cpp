@@ -30,9 +30,9 @@ std::string joined(const std::set<std::string>& names, size_t most = 3) {
 
 bool library_kernel(const std::string& name) {
   const std::string n = lower(name);
-  for (const char* p : {"cublas", "cudnn", "cutlass", "xmma", "nvjet", "gemmsn_", "gemv2", "gemvx", "cufft",
-                        "splitkreduce", "ampere_sgemm", "ampere_hgemm", "volta_sgemm", "volta_hgemm", "turing_sgemm",
-                        "turing_hgemm"})
+  for (const char* p :
+       {"cublas", "cudnn", "cutlass", "xmma", "nvjet", "gemmsn_", "gemv2", "gemvx", "cufft", "splitkreduce",
+        "ampere_sgemm", "ampere_hgemm", "volta_sgemm", "volta_hgemm", "turing_sgemm", "turing_hgemm"})
     if (n.find(p) != std::string::npos) return true;
   return false;
 }
@@ -55,8 +55,8 @@ Findings inspect(const Window& w) {
     }
   }
   if (late) {
-    esc << late << " kernel(s)/copies kept running after the caller's stream had finished (up to "
-        << latest / 1000 << " us later, stream";
+    esc << late << " kernel(s)/copies kept running after the caller's stream had finished (up to " << latest / 1000
+        << " us later, stream";
     for (uint32_t s : late_streams) esc << " " << s;
     esc << "): work on a stream the caller does not wait for";
   }

@@ -8,7 +8,7 @@
 
 namespace bb::verify {
 
-enum class Flag {  // (flags.cpp names them in this order; ImpossibleSpeed last)
+enum class Flag {        // (flags.cpp names them in this order; ImpossibleSpeed last)
   NativeCall,            // it handed its work to ATen or a vendor library
   CachedResult,          // a result that does not follow the inputs
   UnwrittenOutput,       // output memory it never wrote

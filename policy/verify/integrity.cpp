@@ -64,8 +64,8 @@ std::vector<std::string> aliasing(const c10::FunctionSchema& schema, const Value
     for (const at::Tensor& out : tensors_of({results[k]})) {
       for (size_t i = 0; i < args.size() && i < params.size(); ++i)
         for (const at::Tensor& in : tensors_of({args[i]}))
-          if (overlap(out, in)) found.push_back("result " + std::to_string(k) + " shares memory with argument '" +
-                                                params[i].name() + "'");
+          if (overlap(out, in))
+            found.push_back("result " + std::to_string(k) + " shares memory with argument '" + params[i].name() + "'");
       for (size_t j = 0; j < k; ++j)
         for (const at::Tensor& other : tensors_of({results[j]}))
           if (overlap(out, other))

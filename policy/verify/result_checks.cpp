@@ -22,8 +22,8 @@ std::vector<at::Tensor> parts(const c10::IValue& v) {
 
 // The elements whose bytes differ (each element's bytes compared as a whole), or undefined if none do.
 at::Tensor differing(const at::Tensor& a, const at::Tensor& b) {
-  if (!a.defined() || !b.defined() || a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type() ||
-      a.numel() == 0 || a.is_quantized())
+  if (!a.defined() || !b.defined() || a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type() || a.numel() == 0 ||
+      a.is_quantized())
     return {};
   auto bytes = [](const at::Tensor& t) {
     return t.detach().cpu().contiguous().reshape({-1}).view(at::kByte).reshape({t.numel(), t.element_size()});

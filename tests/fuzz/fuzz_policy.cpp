@@ -10,9 +10,9 @@ namespace {
 
 std::string describe(const bb::policy::OpPolicy& p) {
   std::ostringstream out;
-  out << p.op << ' ' << bb::policy::to_string(p.mode) << ' ' << static_cast<int>(p.on_error) << ' '
-      << p.strict_strides << ' ' << p.line << " devices " << p.when.devices.size() << " dtypes "
-      << p.when.dtypes.size() << " tolerances " << p.tolerance.size();
+  out << p.op << ' ' << bb::policy::to_string(p.mode) << ' ' << static_cast<int>(p.on_error) << ' ' << p.strict_strides
+      << ' ' << p.line << " devices " << p.when.devices.size() << " dtypes " << p.when.dtypes.size() << " tolerances "
+      << p.tolerance.size();
   if (p.when.rank) out << " rank " << p.when.rank->first << '-' << p.when.rank->second;
   if (p.when.numel) out << " numel " << p.when.numel->first << '-' << p.when.numel->second;
   return out.str();

@@ -124,8 +124,8 @@ inline trace::Trace sample_trace() {
   auto symint = arg("n", "SymInt", ArgKind::Symbolic);
   auto other_kind = arg("stream", "Stream", ArgKind::Other);
   other_kind.text = "Stream";
-  kinds.args = {idx, scalar0, sparse, sym, none, i, f_inf, f_nan, f_whole, b, c, s, il, empty_list, fl,
-                bl, tl, otl, dt, lay, dev, mf, gen, symint, other_kind};
+  kinds.args = {idx,        scalar0, sparse, sym, none, i,  f_inf, f_nan, f_whole, b,   c,      s,         il,
+                empty_list, fl,      bl,     tl,  otl,  dt, lay,   dev,   mf,      gen, symint, other_kind};
 
   trace::TraceEntry noargs;
   noargs.op = "aten::empty_cache";

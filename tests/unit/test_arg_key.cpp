@@ -33,11 +33,11 @@ TEST_CASE("tensors with the same metadata share a key whatever their values") {
 
 TEST_CASE("every part of a tensor's metadata changes the key") {
   const auto base = key_of(at::zeros({2, 3}));
-  CHECK(key_of(at::zeros({3, 2})) != base);                          // shape
-  CHECK(key_of(at::zeros({3, 2}).t()) != base);                      // stride
-  CHECK(key_of(at::zeros({2, 3}, at::kDouble)) != base);             // dtype
+  CHECK(key_of(at::zeros({3, 2})) != base);                                                       // shape
+  CHECK(key_of(at::zeros({3, 2}).t()) != base);                                                   // stride
+  CHECK(key_of(at::zeros({2, 3}, at::kDouble)) != base);                                          // dtype
   CHECK(key_of(at::zeros({2, 4}).narrow(1, 1, 3)) != key_of(at::zeros({2, 4}).narrow(1, 0, 3)));  // offset
-  CHECK(key_of(at::zeros({2, 3}, at::TensorOptions().device(at::kMeta))) != base);  // device
+  CHECK(key_of(at::zeros({2, 3}, at::TensorOptions().device(at::kMeta))) != base);                // device
 }
 
 TEST_CASE("scalars, lists and strings are keyed by value") {

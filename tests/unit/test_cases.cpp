@@ -26,14 +26,13 @@ TEST_CASE("every selected entry in every variant that applies; the traced one al
     e.op = op;
     t.ops.push_back(e);
   }
-  auto cases = enumerate_cases(t, OpFilter("relu,relu_"), {"traced", "empty", "scalar"},
-                               [](const bb::trace::TraceEntry& e, const std::string& v) {
-                                 return e.op == "aten::relu" && v == "empty";
-                               });
+  auto cases = enumerate_cases(
+      t, OpFilter("relu,relu_"), {"traced", "empty", "scalar"},
+      [](const bb::trace::TraceEntry& e, const std::string& v) { return e.op == "aten::relu" && v == "empty"; });
   REQUIRE(cases.size() == 3);
   CHECK((cases[0].entry == 0 && cases[0].variant == "traced"));
   CHECK((cases[1].entry == 0 && cases[1].variant == "empty"));
-  CHECK((cases[2].entry == 2 && cases[2].variant == "traced"));  // no variant applies: still reported
+  CHECK((cases[2].entry == 2 && cases[2].variant == "traced"));            // no variant applies: still reported
   CHECK(enumerate_cases(t, OpFilter(), {"traced", "empty"}).size() == 6);  // no check: every variant
 }
 

@@ -29,9 +29,9 @@ trace::ArgValue arg(const std::string& name, const std::string& type, trace::Arg
 }  // namespace
 
 TEST_CASE("profiler markers are bookkeeping in any namespace; ops are not") {
-  for (const char* op : {"profiler::_record_function_enter_new", "profiler::_record_function_exit._RecordFunction",
-                         "aten::_record_function_enter", "profiler::_call_end_callbacks_on_jit_fut",
-                         "ProfilerStep#3", "## forward ##"})
+  for (const char* op :
+       {"profiler::_record_function_enter_new", "profiler::_record_function_exit._RecordFunction",
+        "aten::_record_function_enter", "profiler::_call_end_callbacks_on_jit_fut", "ProfilerStep#3", "## forward ##"})
     CHECK(bookkeeping(op).rfind("profiler bookkeeping", 0) == 0);
   for (const char* op : {"aten::relu", "aten::profile", "torchvision::nms", "##"}) CHECK(bookkeeping(op).empty());
 }

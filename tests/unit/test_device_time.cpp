@@ -28,9 +28,9 @@ struct FakeCupti : CuptiApi {
   std::string enable_error, record_error;
   Collector* sink = nullptr;
   bool enabled = false;
-  bool recording = true;  // sampled timing's windows
-  bool detachable = false;     // sampled timing may detach CUPTI between windows
-  bool launch_comes = true;    // a launch comes to detach at (false: the program is idle)
+  bool recording = true;     // sampled timing's windows
+  bool detachable = false;   // sampled timing may detach CUPTI between windows
+  bool launch_comes = true;  // a launch comes to detach at (false: the program is idle)
   bool is_detached = false;
   uint32_t last_link = 0;
   uint64_t clock = kT0;
@@ -40,7 +40,7 @@ struct FakeCupti : CuptiApi {
   std::vector<std::pair<uint32_t, uint64_t>> externals;
   std::vector<ApiCall> api;
   std::vector<DeviceActivity> activities;
-  std::vector<DeviceActivity> running;  // launched, not finished: only a forced flush returns them
+  std::vector<DeviceActivity> running;               // launched, not finished: only a forced flush returns them
   std::vector<std::pair<int, DeviceActivity>> late;  // finishing after so many more flushes
 
   std::string enable(Collector* s) override {
@@ -137,7 +137,8 @@ struct FakeCupti : CuptiApi {
     a.grid[0] = 4;
     a.block[0] = 128;
     if (flushes_late > 0) late.emplace_back(flushes_late, a);
-    else (finished ? activities : running).push_back(a);
+    else
+      (finished ? activities : running).push_back(a);
     clock += ns + 10000;
     return corr;
   }
@@ -682,10 +683,10 @@ TEST_CASE("the timeline is capped: events past the limit are counted, not kept")
 TEST_CASE("busy time over several streams counts overlaps once") {
   CHECK(busy_ns({}) == 0);
   CHECK(busy_ns({{100, 200}}) == 100);
-  CHECK(busy_ns({{100, 200}, {150, 300}}) == 200);           // overlapping streams
-  CHECK(busy_ns({{100, 200}, {300, 350}}) == 150);           // a gap is not device time
+  CHECK(busy_ns({{100, 200}, {150, 300}}) == 200);              // overlapping streams
+  CHECK(busy_ns({{100, 200}, {300, 350}}) == 150);              // a gap is not device time
   CHECK(busy_ns({{300, 350}, {100, 200}, {120, 130}}) == 150);  // any order, nested
-  CHECK(busy_ns({{100, 200}, {200, 250}}) == 150);           // back to back
+  CHECK(busy_ns({{100, 200}, {200, 250}}) == 150);              // back to back
 }
 
 TEST_CASE("without attribution every activity goes to the timeline at once") {

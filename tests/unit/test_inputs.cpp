@@ -8,9 +8,11 @@
 namespace {
 
 bb::trace::TraceEntry entry_of(const std::string& ops_yaml) {
-  const std::string text = "version: 1\nmeta: {tool: test, torch: \"2.11.0\", created: \"2026-12-01T00:00:00Z\", "
-                           "updated: \"2026-12-01T00:00:00Z\", status: exited, pid: 1, hostname: h, argv: [], "
-                           "devices: [], calls: 1, untraced_calls: 0}\nops:\n" + ops_yaml;
+  const std::string text =
+      "version: 1\nmeta: {tool: test, torch: \"2.11.0\", created: \"2026-12-01T00:00:00Z\", "
+      "updated: \"2026-12-01T00:00:00Z\", status: exited, pid: 1, hostname: h, argv: [], "
+      "devices: [], calls: 1, untraced_calls: 0}\nops:\n" +
+      ops_yaml;
   auto trace = bb::trace::parse_trace(text, "test.yaml");
   REQUIRE(trace.ops.size() == 1);
   return trace.ops[0];
@@ -21,7 +23,8 @@ bb::trace::TraceEntry entry_of(const std::string& ops_yaml) {
 TEST_CASE("an undefined tensor for a Tensor parameter stays a tensor; for Tensor? it is None") {
   // _cudnn_attention_backward takes attn_bias and cum_seq_q/k as Tensor, and is called with
   // undefined tensors there (traced as kind none): None in their place is rejected by native.
-  std::string t = "{name: x, type: \"Tensor\", kind: tensor, dtype: float32, shape: [2, 3], stride: [3, 1], device: cpu}";
+  std::string t =
+      "{name: x, type: \"Tensor\", kind: tensor, dtype: float32, shape: [2, 3], stride: [3, 1], device: cpu}";
   auto tensor_arg = [&](const std::string& name) {
     std::string a = t;
     return "      - " + a.replace(a.find("x"), 1, name) + "\n";
@@ -29,14 +32,15 @@ TEST_CASE("an undefined tensor for a Tensor parameter stays a tensor; for Tensor
   std::string yaml = "  - op: aten::_cudnn_attention_backward\n    count: 1\n    args:\n";
   for (const char* n : {"grad_out", "query", "key", "value", "out", "logsumexp", "philox_seed", "philox_offset"})
     yaml += tensor_arg(n);
-  yaml += "      - {name: attn_bias, type: \"Tensor\", kind: none}\n"
-          "      - {name: cum_seq_q, type: \"Tensor\", kind: none}\n"
-          "      - {name: cum_seq_k, type: \"Tensor\", kind: none}\n"
-          "      - {name: max_q, type: \"SymInt\", kind: int, value: 3}\n"
-          "      - {name: max_k, type: \"SymInt\", kind: int, value: 3}\n"
-          "      - {name: dropout_p, type: \"float\", kind: float, value: 0.0}\n"
-          "      - {name: is_causal, type: \"bool\", kind: bool, value: true}\n"
-          "      - {name: scale, type: \"float?\", kind: none, kwarg_only: true}\n";
+  yaml +=
+      "      - {name: attn_bias, type: \"Tensor\", kind: none}\n"
+      "      - {name: cum_seq_q, type: \"Tensor\", kind: none}\n"
+      "      - {name: cum_seq_k, type: \"Tensor\", kind: none}\n"
+      "      - {name: max_q, type: \"SymInt\", kind: int, value: 3}\n"
+      "      - {name: max_k, type: \"SymInt\", kind: int, value: 3}\n"
+      "      - {name: dropout_p, type: \"float\", kind: float, value: 0.0}\n"
+      "      - {name: is_causal, type: \"bool\", kind: bool, value: true}\n"
+      "      - {name: scale, type: \"float?\", kind: none, kwarg_only: true}\n";
   auto bound = bb::replay::bind_call(entry_of(yaml));
   auto values = bb::replay::make_inputs(bound, {});
   REQUIRE(values.size() == 16);

@@ -45,9 +45,9 @@ Report whole_run() {
   r.meta.not_replayed = {{"aten::mm", "not selected by --ops", 40, 12.5}};
   const Status st[] = {Status::Passed, Status::Failed, Status::Skipped, Status::Passed, Status::Crashed};
   for (int i = 0; i < 23; ++i)
-    r.cases.push_back(result(i % 3 ? "aten::relu" : "aten::add.Tensor", i % 4 ? "traced" : "noncontiguous", st[i % 5],
-                             10.0 + i));
-  r.cases[7].flags = {"aliasing"};
+    r.cases.push_back(
+        result(i % 3 ? "aten::relu" : "aten::add.Tensor", i % 4 ? "traced" : "noncontiguous", st[i % 5], 10.0 + i));
+  r.cases[7].flags = {bb::verify::Flag::Aliasing};
   return r;
 }
 

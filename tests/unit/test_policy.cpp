@@ -40,7 +40,8 @@ ops:
     mode: route
     when: {device: [cpu, cuda], dtype: [float32, bfloat16], contiguous: true, rank: [1, 4], numel: [1, 1e9]}
     tolerance: {bfloat16: {rtol: 0.02, atol: 0.001}}
-)", "/etc/bb/policy.yaml");
+)",
+                          "/etc/bb/policy.yaml");
   CHECK(*p.backend == "/etc/bb/../kernels");
   REQUIRE(p.ops.size() == 2);
   const OpPolicy* relu = p.find("aten::relu");
@@ -55,16 +56,17 @@ ops:
   CHECK(*add->when.contiguous);
   CHECK(add->when.numel->second == 1000000000);
   CHECK(tolerance_for(p, *add, at::kBFloat16).rtol == 0.02);
-  CHECK(tolerance_for(p, *add, at::kFloat).rtol == 1e-4);    // policy default
-  CHECK(tolerance_for(p, *add, at::kDouble).rtol == 1e-7);   // torch.testing's
-  CHECK(tolerance_for(p, *add, at::kLong).atol == 0);        // integers: exact
+  CHECK(tolerance_for(p, *add, at::kFloat).rtol == 1e-4);   // policy default
+  CHECK(tolerance_for(p, *add, at::kDouble).rtol == 1e-7);  // torch.testing's
+  CHECK(tolerance_for(p, *add, at::kLong).atol == 0);       // integers: exact
   CHECK_FALSE(p.find("aten::neg"));
 }
 
 TEST_CASE("policy errors say file, line, column and what is wrong") {
   CHECK(error_of("ops: {}\n") == "1:1: missing key 'version'");
   CHECK(error_of("version: 2\nops: {}\n") == "1:10: unsupported policy version (this build reads 1)");
-  CHECK(error_of("version: 1\nops: {}\nextra: 1\n") == "3:1: unknown key 'extra' (expected version, backend, default, ops)");
+  CHECK(error_of("version: 1\nops: {}\nextra: 1\n") ==
+        "3:1: unknown key 'extra' (expected version, backend, default, ops)");
   CHECK(error_of("version: 1\nops:\n  aten::relu: {mode: fast}\n") == "3:22: mode 'fast' is not route, shadow or off");
   CHECK(error_of("version: 1\nops:\n  aten::relu: {on_error: ignore}\n") ==
         "3:26: on_error 'ignore' is not fallback or raise");
@@ -132,9 +134,10 @@ TEST_CASE("backend folder names follow BackendBench's") {
 }
 
 TEST_CASE("strict_strides is inherited from the default and set per op") {
-  Policy p = parse_policy("version: 1\ndefault: {strict_strides: true}\nops:\n  aten::relu: {}\n"
-                          "  aten::add.Tensor: {strict_strides: false}\n",
-                          "p.yaml");
+  Policy p = parse_policy(
+      "version: 1\ndefault: {strict_strides: true}\nops:\n  aten::relu: {}\n"
+      "  aten::add.Tensor: {strict_strides: false}\n",
+      "p.yaml");
   CHECK(p.defaults.strict_strides);
   CHECK(p.find("aten::relu")->strict_strides);
   CHECK_FALSE(p.find("aten::add.Tensor")->strict_strides);

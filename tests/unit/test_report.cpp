@@ -95,8 +95,8 @@ TEST_CASE("per-op and overall figures") {
   CHECK(ops[0].op == "aten::relu");
   CHECK(ops[0].passed == 2);
   CHECK(*ops[0].speedup == Approx(std::sqrt(2.0 * 0.5)));  // geometric mean of 2x and 0.5x
-  CHECK(ops[0].native_us == Approx(10.0 * 12 + 2.0 * 3));   // weighted by calls
-  CHECK_FALSE(ops[1].speedup);                              // failed cases never enter the speedup
+  CHECK(ops[0].native_us == Approx(10.0 * 12 + 2.0 * 3));  // weighted by calls
+  CHECK_FALSE(ops[1].speedup);                             // failed cases never enter the speedup
   CHECK(ops[2].flagged == 1);
   CHECK(ops[2].crashed == 1);
   CHECK(ops[2].flags == std::vector<bb::verify::Flag>{bb::verify::Flag::CachedResult});

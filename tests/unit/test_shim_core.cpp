@@ -60,8 +60,12 @@ TEST_CASE("no configuration means: trace to bbtrace.yaml, quiet, periodic writes
 }
 
 TEST_CASE("settings are read from BB_ variables") {
-  Config c = config_of({{"BB_DISABLE", "1"}, {"BB_TRACE", "/x/t.yaml"}, {"BB_LOG", "debug"},
-                        {"BB_FLUSH_SECONDS", "0.5"}, {"BB_MAX_SIGNATURES", "10"}, {"BB_INT_RANGES", "0"}});
+  Config c = config_of({{"BB_DISABLE", "1"},
+                        {"BB_TRACE", "/x/t.yaml"},
+                        {"BB_LOG", "debug"},
+                        {"BB_FLUSH_SECONDS", "0.5"},
+                        {"BB_MAX_SIGNATURES", "10"},
+                        {"BB_INT_RANGES", "0"}});
   CHECK(c.disabled);
   CHECK(c.trace_path == "/x/t.yaml");
   CHECK(c.log_level == bb::log::Level::Debug);
@@ -120,7 +124,7 @@ TEST_CASE("sampled device timing: ON/PERIOD in milliseconds, checked, off by def
 TEST_CASE("a config file holds the same settings; the environment wins") {
   const std::string dir = temp_dir();
   std::ofstream(dir + "/bb.yaml") << "trace: out/t.yaml\nlog: info\nflush_seconds: 2.5\nbackend: kernels\n"
-                                      "summary: /tmp/s.txt\npolicy:\n  version: 1\n  ops: {}\n";
+                                     "summary: /tmp/s.txt\npolicy:\n  version: 1\n  ops: {}\n";
   Config c = config_of({{"BB_CONFIG", dir + "/bb.yaml"}});
   CHECK(c.problems.empty());
   CHECK(c.trace_path == dir + "/out/t.yaml");  // relative to the file
@@ -141,15 +145,19 @@ TEST_CASE("a broken config file is reported with its position and ignored") {
   std::ofstream(dir + "/bb.yaml") << "log: info\nflush_secnds: 3\n";
   Config c = config_of({{"BB_CONFIG", dir + "/bb.yaml"}});
   REQUIRE(c.problems.size() == 1);
-  CHECK(c.problems[0] == "config error: " + dir + "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
-                         "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_sample, timeline, "
-                         "timeline_max_events, "
-                          "backend, policy, summary); the file "
-                         "is ignored");
+  CHECK(c.problems[0] ==
+        "config error: " + dir +
+            "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
+            "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_sample, timeline, "
+            "timeline_max_events, "
+            "backend, policy, summary); the file "
+            "is ignored");
   CHECK(c.log_level == bb::log::Level::Warn);  // nothing from the file was used
   std::ofstream(dir + "/bad.yaml") << "log: loud\n";
-  CHECK(config_of({{"BB_CONFIG", dir + "/bad.yaml"}}).problems[0].find("bad.yaml:1:6: log 'loud' is not off, warn, info "
-                                                                       "or debug") != std::string::npos);
+  CHECK(config_of({{"BB_CONFIG", dir + "/bad.yaml"}})
+            .problems[0]
+            .find("bad.yaml:1:6: log 'loud' is not off, warn, info "
+                  "or debug") != std::string::npos);
   CHECK(config_of({{"BB_CONFIG", "/nonexistent.yaml"}}).problems[0] ==
         "config error: /nonexistent.yaml:0:0: cannot open file; the file is ignored");
 }
@@ -163,7 +171,8 @@ TEST_CASE("the README's settings table is the table of settings") {
   std::string config_row;
   for (std::string line; std::getline(f, line);) {
     if (line.rfind("| `BB_CONFIG=", 0) == 0) config_row = line;
-    else if (line.rfind("| `BB_", 0) == 0 && line.rfind("| `BB_CACHE`", 0) != 0) rows.push_back(line);
+    else if (line.rfind("| `BB_", 0) == 0 && line.rfind("| `BB_CACHE`", 0) != 0)
+      rows.push_back(line);
   }
   REQUIRE_FALSE(config_row.empty());
   std::vector<std::string> expected;

@@ -41,9 +41,9 @@ TEST_CASE("nested phases are charged to the innermost, not twice") {
   REQUIRE(t.size() == 2);
   CHECK(t.at("native runs") >= 0.04);
   CHECK(t.at("compare") >= 0.02);
-  CHECK(t.at("compare") <= total - t.at("native runs"));  // the inner time is not the outer's too
+  CHECK(t.at("compare") <= total - t.at("native runs"));                       // the inner time is not the outer's too
   CHECK(t.at("compare") + t.at("native runs") == Approx(total).margin(0.01));  // (40 ms if counted twice)
-  CHECK(taken().empty());  // take() clears
+  CHECK(taken().empty());                                                      // take() clears
 }
 
 TEST_CASE("a sealed phase keeps the time of phases opened inside it") {

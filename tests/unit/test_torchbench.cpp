@@ -5,8 +5,8 @@
 #include "sample_trace.h"
 #include "tracer/format/trace_yaml.h"
 
-using bb::trace::parse_torchbench;
 using bb::trace::ArgKind;
+using bb::trace::parse_torchbench;
 
 namespace {
 
@@ -85,8 +85,7 @@ TEST_CASE("malformed logs are reported with line and column") {
   CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f17),), {})\n") == "2:18: unknown dtype 'f17'");
   CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2, 3], f32, stride=(1,)),), {})\n") ==
         "2:33: stride has 1 entries, shape 2");
-  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f32),), {}\n") ==
-        "2:28: expected ',' or ')'");
+  CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], f32),), {}\n") == "2:28: expected ',' or ')'");
   CHECK(error_of("Operator: aten.relu.default\ncnt: x, ((), {})\n") == "2:6: expected a number");
   CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((os.system,), {})\n") == "2:11: unknown name 'os.system'");
   CHECK(error_of("Operator: aten.relu.default\ncnt: 1, ((T([2], torch.foo),), {})\n") ==
@@ -118,7 +117,7 @@ TEST_CASE("integers too large for 64 bits and negative sizes or strides are erro
 
 TEST_CASE("a trace written as a log reads back with the same values") {
   auto original = bb::test::sample_trace();
-  original.ops.erase(original.ops.begin() + 1);  // the every-kind entry holds kinds the format cannot say
+  original.ops.erase(original.ops.begin() + 1);    // the every-kind entry holds kinds the format cannot say
   original.ops[0].args[0].tensors[0]->offset = 0;  // nor a storage offset (see below)
   auto text = bb::trace::to_torchbench(original);
   CHECK(text.skipped == 0);
@@ -165,7 +164,9 @@ TEST_CASE("strings are escaped so that none can start a line, and read back the 
   CHECK(back.ops[0].args[0].text == approximate.text);
   // As Python writes them: \xhh is a code point, other escapes are not in this subset.
   CHECK(parse_torchbench("Operator: aten.gelu.default\ncnt: 1, ((), {'a': '\\xe9\\\"'})\n", "x.txt")
-            .ops[0].args[0].text == "\xc3\xa9\"");
+            .ops[0]
+            .args[0]
+            .text == "\xc3\xa9\"");
   CHECK(error_of("Operator: aten.gelu.default\ncnt: 1, ((), {'a': 'x\\u2028'})\n") == "2:22: unsupported escape '\\u'");
 }
 

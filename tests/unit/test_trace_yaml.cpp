@@ -53,8 +53,8 @@ TEST_CASE("the writer's output matches the golden file byte for byte") {
     out.close();
     REQUIRE(out.good());
     FAIL("BB_UPDATE_GOLDEN is set: rewrote " << golden_path() << (changed ? " (changed)" : " (unchanged)")
-                                              << "; review it (git diff) and commit it, then run without "
-                                                 "BB_UPDATE_GOLDEN");
+                                             << "; review it (git diff) and commit it, then run without "
+                                                "BB_UPDATE_GOLDEN");
   }
   REQUIRE(text == read_file(golden_path()));
 }
@@ -90,12 +90,12 @@ TEST_CASE("semantic errors name the line, the column and what was expected") {
         "4:10: op name 'relu' has no namespace (aten::...)");
   CHECK(error_of(std::string(kHeader) + "  - {op: aten::relu, count: -1}\n") ==
         "4:29: expected a non-negative integer, got '-1'");
-  CHECK(error_of(std::string(kHeader) + "  - op: aten::relu\n    count: 2\n    args:\n      - {name: x, kind: blob}\n") ==
-        "7:25: unknown argument kind 'blob'");
+  CHECK(
+      error_of(std::string(kHeader) + "  - op: aten::relu\n    count: 2\n    args:\n      - {name: x, kind: blob}\n") ==
+      "7:25: unknown argument kind 'blob'");
   CHECK(error_of(std::string(kHeader) +
                  "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, kind: tensor, dtype: float32, "
-                 "shape: [2, 3], stride: [1], device: cpu}\n") ==
-        "7:72: stride has 1 entries, shape 2");
+                 "shape: [2, 3], stride: [1], device: cpu}\n") == "7:72: stride has 1 entries, shape 2");
   CHECK(error_of(std::string(kHeader) +
                  "  - op: aten::embedding\n    count: 1\n    args:\n      - {name: i, kind: tensor, dtype: int64, "
                  "shape: [2], stride: [1], device: cpu, range: [5, 1]}\n") ==
@@ -120,8 +120,9 @@ TEST_CASE("an unknown dtype name is an error") {
 }
 
 TEST_CASE("negative sizes, strides and offsets are errors, as in the TorchBench reader") {
-  const std::string arg = std::string(kHeader) + "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, "
-                                                 "kind: tensor, dtype: float32, device: cpu, ";
+  const std::string arg = std::string(kHeader) +
+                          "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, "
+                          "kind: tensor, dtype: float32, device: cpu, ";
   CHECK(error_of(arg + "shape: [2, -3], stride: [3, 1]}\n") == "7:73: expected a size >= 0, got -3");
   CHECK(error_of(arg + "shape: [2, 3], stride: [-3, 1]}\n") == "7:86: expected a stride >= 0, got -3");
   CHECK(error_of(arg + "shape: [2], stride: [1], offset: -1}\n") == "7:95: expected an offset >= 0, got -1");
@@ -137,8 +138,9 @@ TEST_CASE("a missing file is an error that names it") {
 }
 
 TEST_CASE("rank, shape products and nesting have limits, with the position in the error") {
-  const std::string arg = std::string(kHeader) + "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, "
-                                                 "kind: tensor, dtype: float32, device: cpu, ";
+  const std::string arg = std::string(kHeader) +
+                          "  - op: aten::relu\n    count: 1\n    args:\n      - {name: x, "
+                          "kind: tensor, dtype: float32, device: cpu, ";
   std::string ones = "1";
   for (int i = 1; i < 64; ++i) ones += ", 1";
   CHECK(error_of(arg + "shape: [" + ones + ", 1], stride: [" + ones + ", 1]}\n") ==
@@ -174,11 +176,12 @@ TEST_CASE("aliases expand to at most what the file could hold written out; a bom
   const auto message = error_of(bomb);
   CHECK(message.find("anchors and aliases expand to more values than the file's size allows") != std::string::npos);
   // Modest sharing, as a hand-written trace might use it, is read as written out.
-  const auto t = parse_trace(std::string(kHeader) +
-                                 "  - op: aten::add.Tensor\n    count: 1\n    args:\n"
-                                 "      - &x {name: self, kind: tensor, dtype: float32, device: cpu, shape: [2, 3], stride: [3, 1]}\n"
-                                 "      - *x\n",
-                             "t.yaml");
+  const auto t = parse_trace(
+      std::string(kHeader) +
+          "  - op: aten::add.Tensor\n    count: 1\n    args:\n"
+          "      - &x {name: self, kind: tensor, dtype: float32, device: cpu, shape: [2, 3], stride: [3, 1]}\n"
+          "      - *x\n",
+      "t.yaml");
   REQUIRE(t.ops[0].args.size() == 2);
   CHECK(t.ops[0].args[1].tensors[0]->shape == std::vector<int64_t>{2, 3});
 }

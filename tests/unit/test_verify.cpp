@@ -101,7 +101,7 @@ TEST_CASE("aliasing: results in an argument's or another result's memory, and wh
         "result 0 shares memory with argument 'self', which the schema does not allow");
   const auto& t = schema_of("aten::transpose", "int");
   CHECK(undeclared_aliasing(t, {x, c10::IValue(0), c10::IValue(0)}, {x}).empty());  // a declared view
-  CHECK(aliasing_native_lacks(relu, {x}, {x}, {x}, {x}, 1).empty());  // native does the same
+  CHECK(aliasing_native_lacks(relu, {x}, {x}, {x}, {x}, 1).empty());                // native does the same
   CHECK(shares_storage({x}, {x.narrow(0, 1, 2)}, 1));
   CHECK_FALSE(shares_storage({x}, {x.clone()}, 1));
 }

@@ -17,7 +17,8 @@ Worker shell(const std::string& script) { return Worker({"/bin/sh", "-c", "read 
 }  // namespace
 
 TEST_CASE("notes before a reply are not the reply; the last one is kept") {
-  Worker w = shell("read q; echo \"@$t native\"; echo \"@$t kernel\"; echo \"$t answer $q\"; read q; echo \"$t plain\"");
+  Worker w =
+      shell("read q; echo \"@$t native\"; echo \"@$t kernel\"; echo \"$t answer $q\"; read q; echo \"$t plain\"");
   std::string reply, why;
   REQUIRE(w.ask("1 traced", 20, &reply, &why) == Worker::Outcome::Reply);
   CHECK(reply == "answer 1 traced");
@@ -56,8 +57,9 @@ TEST_CASE("a stop request ends the wait and the worker") {
 TEST_CASE("lines without the worker's token are not the worker's: no forged result, no forged note") {
   // what a kernel writing to the descriptors it finds could send: a note charging its crash to
   // native, a result that says it passed
-  Worker w = shell("read q; echo \"@$t kernel\"; echo @native; echo '{\"status\": \"passed\"}'; "
-                   "echo \"@x$t native\"; kill -SEGV $$");
+  Worker w = shell(
+      "read q; echo \"@$t kernel\"; echo @native; echo '{\"status\": \"passed\"}'; "
+      "echo \"@x$t native\"; kill -SEGV $$");
   std::string reply, why;
   REQUIRE(w.ask("0 traced", 20, &reply, &why) == Worker::Outcome::Died);
   CHECK(w.last_note() == "kernel");

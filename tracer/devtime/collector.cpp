@@ -18,8 +18,7 @@ uint32_t this_thread_id() {
 std::string demangle(const std::string& name) {
   if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
-                                             std::free);
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
   return status == 0 && out ? std::string(out.get()) : name;
 }
 
@@ -45,7 +44,8 @@ void Sketch::add(uint64_t ns) {
   min_ = std::min(min_, ns);
   max_ = std::max(max_, ns);
   if (exact_.size() < kExact && count_ == exact_.size() + 1) exact_.push_back(ns);
-  else exact_.clear();
+  else
+    exact_.clear();
   ++buckets_[bucket_of(ns)];
 }
 
@@ -108,14 +108,16 @@ void Collector::add_api(ApiCall call) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!health_.stopped.empty() || !options_.timeline) return;
   if (timeline_.api.size() < options_.timeline_max_events) timeline_.api.push_back(std::move(call));
-  else ++timeline_.dropped_events;
+  else
+    ++timeline_.dropped_events;
 }
 
 void Collector::add_op(const OpEvent& op) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!health_.stopped.empty() || !options_.timeline) return;
   if (timeline_.ops.size() < options_.timeline_max_events) timeline_.ops.push_back(op);
-  else ++timeline_.dropped_events;
+  else
+    ++timeline_.dropped_events;
 }
 
 void Collector::add_activity(DeviceActivity a, uint64_t now) {
@@ -177,7 +179,8 @@ void Collector::attribute(const DeviceActivity& a, uint64_t external) {
   }
   if (options_.timeline) {
     if (timeline_.activities.size() < options_.timeline_max_events) timeline_.activities.emplace_back(a, external);
-    else ++timeline_.dropped_events;
+    else
+      ++timeline_.dropped_events;
   }
 }
 
@@ -188,11 +191,14 @@ void Collector::unattributed(const DeviceActivity& a) {
   const std::string name = demangle(a.name);
   auto it = health_.unattributed_names.find(name);
   if (it != health_.unattributed_names.end()) ++it->second;
-  else if (health_.unattributed_names.size() < 64) health_.unattributed_names.emplace(name, 1);
-  else ++health_.unattributed_names["(other)"];
+  else if (health_.unattributed_names.size() < 64)
+    health_.unattributed_names.emplace(name, 1);
+  else
+    ++health_.unattributed_names["(other)"];
   if (options_.timeline) {
     if (timeline_.activities.size() < options_.timeline_max_events) timeline_.activities.emplace_back(a, 0);
-    else ++timeline_.dropped_events;
+    else
+      ++timeline_.dropped_events;
   }
 }
 
@@ -232,11 +238,13 @@ void Collector::settle(bool all) {
   }
   for (auto it = incomplete_.begin(); it != incomplete_.end();) {
     if (all || round_ - it->second >= 8) it = incomplete_.erase(it);
-    else ++it;
+    else
+      ++it;
   }
   for (auto it = links_.begin(); it != links_.end();) {
     if (all || round_ - it->second.round >= 8) it = links_.erase(it);
-    else ++it;
+    else
+      ++it;
   }
 }
 

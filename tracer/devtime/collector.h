@@ -73,33 +73,33 @@ class Sketch {
   static uint32_t bucket_of(uint64_t ns);
   static uint64_t bucket_mid(uint32_t bucket);
   uint64_t count_ = 0, total_ = 0, min_ = UINT64_MAX, max_ = 0;
-  std::vector<uint64_t> exact_;                 // while count_ <= kExact
-  std::map<uint32_t, uint64_t> buckets_;        // always
+  std::vector<uint64_t> exact_;           // while count_ <= kExact
+  std::map<uint32_t, uint64_t> buckets_;  // always
 };
 
 struct SignatureTime {
-  Sketch per_call;                         // device time of each timed call
+  Sketch per_call;                          // device time of each timed call
   std::map<std::string, uint64_t> kernels;  // launched activity names (kernels demangled) -> launches
 };
 
 struct Health {
-  uint64_t activities = 0;      // device records accepted
-  uint64_t unfinished = 0;      // returned by a forced flush before they ended (end == 0): dropped
+  uint64_t activities = 0;        // device records accepted
+  uint64_t unfinished = 0;        // returned by a forced flush before they ended (end == 0): dropped
   uint64_t calls_incomplete = 0;  // calls with such a record: not timed (their sum would be short)
-  uint64_t calls_cut = 0;       // sampled timing: calls a window opened or closed during: not timed
-  uint64_t dropped = 0;         // records CUPTI itself dropped (buffers full)
-  uint64_t bad_clock = 0;       // records outside the session's clock range: timing stopped
-  uint64_t unattributed = 0;    // device activity launched outside any traced op call
+  uint64_t calls_cut = 0;         // sampled timing: calls a window opened or closed during: not timed
+  uint64_t dropped = 0;           // records CUPTI itself dropped (buffers full)
+  uint64_t bad_clock = 0;         // records outside the session's clock range: timing stopped
+  uint64_t unattributed = 0;      // device activity launched outside any traced op call
   uint64_t unattributed_ns = 0;
   std::map<std::string, uint64_t> unattributed_names;  // at most 64 names; the rest under "(other)"
   uint64_t calls_timed = 0;
-  std::string stopped;          // why timing stopped; empty while it runs
+  std::string stopped;  // why timing stopped; empty while it runs
 };
 
 struct CollectorOptions {
-  bool attribute = true;            // false: no op ids are pushed; every activity is unattributed at once
-  bool timeline = false;            // keep activities and API calls for a timeline
-  size_t timeline_max_events = 1000000;  // per kind (ops, API calls, device activities)
+  bool attribute = true;                       // false: no op ids are pushed; every activity is unattributed at once
+  bool timeline = false;                       // keep activities and API calls for a timeline
+  size_t timeline_max_events = 1000000;        // per kind (ops, API calls, device activities)
   uint64_t clock_slack_ns = 5'000'000'000ull;  // tolerance of the clock check
 };
 
@@ -158,10 +158,10 @@ class Collector {
     uint64_t round;
     bool matched = false;  // its record came
   };
-  void link(uint32_t correlation, uint64_t external);            // mu_ held
+  void link(uint32_t correlation, uint64_t external);          // mu_ held
   void attribute(const DeviceActivity& a, uint64_t external);  // mu_ held
-  void unattributed(const DeviceActivity& a);                   // mu_ held
-  void settle(bool all);                                        // mu_ held
+  void unattributed(const DeviceActivity& a);                  // mu_ held
+  void settle(bool all);                                       // mu_ held
   bool clock_ok(const DeviceActivity& a, uint64_t now) const;
 
   const CollectorOptions options_;
@@ -170,15 +170,15 @@ class Collector {
   bool begun_ = false;
   uint64_t round_ = 0;
   bool held_ = false;
-  std::unordered_map<uint32_t, Link> links_;                 // correlation -> external id
+  std::unordered_map<uint32_t, Link> links_;  // correlation -> external id
   struct Waiting {
     uint64_t round;
     std::vector<DeviceActivity> activities;
   };
-  std::unordered_map<uint32_t, Waiting> waiting_;            // activities that came before their link
-  std::unordered_map<uint64_t, PendingCall> pending_;        // external id -> call so far
-  std::unordered_map<uint64_t, uint64_t> incomplete_;        // calls left out (unfinished record or
-                                                             // cut) -> the round; kept 8 rounds
+  std::unordered_map<uint32_t, Waiting> waiting_;      // activities that came before their link
+  std::unordered_map<uint64_t, PendingCall> pending_;  // external id -> call so far
+  std::unordered_map<uint64_t, uint64_t> incomplete_;  // calls left out (unfinished record or
+                                                       // cut) -> the round; kept 8 rounds
   std::map<uint32_t, SignatureTime> sigs_;
   std::map<std::string, std::string> demangled_;
   Health health_;

@@ -46,40 +46,64 @@ struct Fns {
 // The launch calls: each makes one kernel, copy or set on the device. Callback mode watches these;
 // external-all mode keeps API records for these only.
 constexpr CUpti_CallbackId kRuntimeLaunches[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,          CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,                CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,              CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,         CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,                CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,           CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
 };
 constexpr CUpti_CallbackId kDriverLaunches[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,            CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,     CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,     CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,     CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,          CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,         CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
+    CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
 };
 // Calls that change what a kernel's timing depends on: limits, L2 persistence, cache and shared-memory
 // configuration, stream attributes (access policy windows), the device itself.
 constexpr CUpti_CallbackId kRuntimeEnvironment[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020,          CUPTI_RUNTIME_TRACE_CBID_cudaThreadSetLimit_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetCacheConfig_v3020,    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetSharedMemConfig_v4020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaCtxResetPersistingL2Cache_v11000, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSetAttribute_v11000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSetAttribute_ptsz_v11000, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetMemPool_v11020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020,             CUPTI_RUNTIME_TRACE_CBID_cudaSetDeviceFlags_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetLimit_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaThreadSetLimit_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetCacheConfig_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetSharedMemConfig_v4020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaCtxResetPersistingL2Cache_v11000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSetAttribute_v11000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSetAttribute_ptsz_v11000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSetMemPool_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaSetDeviceFlags_v3020,
 };
 constexpr CUpti_CallbackId kDriverEnvironment[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuCtxSetLimit,        CUPTI_DRIVER_TRACE_CBID_cuCtxSetCacheConfig,
-    CUPTI_DRIVER_TRACE_CBID_cuCtxResetPersistingL2Cache, CUPTI_DRIVER_TRACE_CBID_cuStreamSetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSetLimit,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSetCacheConfig,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxResetPersistingL2Cache,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSetAttribute,
     CUPTI_DRIVER_TRACE_CBID_cuStreamSetAttribute_ptsz,
 };
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -89,7 +113,7 @@ constexpr CUpti_ActivityKind kExternalKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CO
 constexpr size_t kBufferBytes = 8 << 20;
 
 std::atomic<Collector*> g_sink{nullptr};
-std::atomic<bool> g_recording{true};  // false between sampled timing's windows: launches are not tied to ops
+std::atomic<bool> g_recording{true};     // false between sampled timing's windows: launches are not tied to ops
 std::atomic<uint32_t> g_last_linked{0};  // the correlation id of the latest launch tied to an op
 // Sampled timing detaches CUPTI between windows: cuptiFinalize, called where NVIDIA says it is safe
 // (at the exit of a CUDA API call, here the next launch's), leaves no CUPTI cost on launches.
@@ -168,8 +192,7 @@ std::string api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
                       : "cbid " + std::to_string(cbid);
   // CUPTI names carry the API version (cudaLaunchKernel_v7000); torch.profiler shows them without.
   const auto v = s.rfind("_v");
-  if (v != std::string::npos && v + 2 < s.size() && std::isdigit(static_cast<unsigned char>(s[v + 2])))
-    s.erase(v);
+  if (v != std::string::npos && v + 2 < s.size() && std::isdigit(static_cast<unsigned char>(s[v + 2]))) s.erase(v);
   return names->emplace(key, s).first->second;
 }
 
@@ -225,7 +248,8 @@ void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(r);
-      if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2) sink.add_external(e->correlationId, e->externalId);
+      if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2)
+        sink.add_external(e->correlationId, e->externalId);
       break;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -236,14 +260,12 @@ void decode(Collector& sink, CUpti_Activity* r, uint64_t now) {
       c.start = api->start;
       c.end = api->end;
       c.thread = api->threadId;
-      c.name = api_name(r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                               : CUPTI_CB_DOMAIN_DRIVER_API,
-                        api->cbid);
+      c.name = api_name(
+          r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, api->cbid);
       sink.add_api(std::move(c));
       break;
     }
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -267,7 +289,8 @@ void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer
 
 // Callback mode: a launch on this thread is tagged with the innermost op's id, at the call itself.
 // CUPTI calls these from C: nothing may escape them (an error loses records, never the program).
-void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept try {
+void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept
+    try {
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   if (!runtime && t_ops.inside_runtime()) return;
@@ -335,7 +358,8 @@ bool listed(const CUpti_CallbackId (&ids)[N], CUpti_CallbackId id) {
   return false;
 }
 
-void CUPTIAPI on_watched(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept try {
+void CUPTIAPI on_watched(void* user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept
+    try {
   const auto* w = static_cast<const Watcher*>(user);
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
@@ -376,11 +400,11 @@ class RealCupti : public CuptiApi {
 
   std::string enable(Collector* sink) override {
     g_sink.store(sink);
-    if (auto err = call("cuptiActivityRegisterCallbacks",
-                        g_fns.registerCallbacks(&on_buffer_request, &on_buffer_complete));
+    if (auto err =
+            call("cuptiActivityRegisterCallbacks", g_fns.registerCallbacks(&on_buffer_request, &on_buffer_complete));
         !err.empty())
       return err;
-    std::string err;  // each step below runs only when the ones before it succeeded
+    std::string err;                   // each step below runs only when the ones before it succeeded
     if (mode_ != CuptiMode::Callback)  // callback mode turns its records on last (below)
       if (err = enable_kinds(kKinds); !err.empty()) return err;
     switch (mode_) {
@@ -389,8 +413,7 @@ class RealCupti : public CuptiApi {
         // rather than a record no op claims.
         (err = subscribe(&on_launch, timeline_ ? this : nullptr)).empty() &&
             (err = watch(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches)).empty() &&
-            (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty() &&
-            (err = enable_kinds(kKinds)).empty();
+            (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty() && (err = enable_kinds(kKinds)).empty();
         return err;
       case CuptiMode::ExternalAll:
         // Every API record on, then all but the launches off again.
@@ -408,8 +431,7 @@ class RealCupti : public CuptiApi {
             (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches)).empty() &&
             (err = watch(CUPTI_CB_DOMAIN_DRIVER_API, kDriverEnvironment)).empty();
         return err;
-      case CuptiMode::KernelsOnly:
-        break;
+      case CuptiMode::KernelsOnly: break;
     }
     return "";
   }
@@ -437,8 +459,7 @@ class RealCupti : public CuptiApi {
     }
     std::string err;
     for (CUpti_ActivityKind k : kKinds)
-      if (auto e = call("cuptiActivityDisable(kind " + std::to_string(k) + ")", g_fns.activityDisable(k));
-          err.empty())
+      if (auto e = call("cuptiActivityDisable(kind " + std::to_string(k) + ")", g_fns.activityDisable(k)); err.empty())
         err = e;
     g_recording.store(false);
     return err;
@@ -557,9 +578,9 @@ std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, Cupt
     if (!found.path.empty()) h = dlopen(found.path.c_str(), RTLD_NOW | RTLD_NOLOAD);
   }
   // torch loads CUPTI lazily in some builds: then take the copy its wheel ships, else the system's.
-  for (const std::string& p : {torch_lib_dir + "/../../nvidia/cu13/lib/libcupti.so.13",
-                               torch_lib_dir + "/../../nvidia/cuda_cupti/lib/libcupti.so.13",
-                               std::string("libcupti.so.13")}) {
+  for (const std::string& p :
+       {torch_lib_dir + "/../../nvidia/cu13/lib/libcupti.so.13",
+        torch_lib_dir + "/../../nvidia/cuda_cupti/lib/libcupti.so.13", std::string("libcupti.so.13")}) {
     if (h) break;
     h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
   }

@@ -24,11 +24,11 @@ enum class CuptiMode { Callback, ExternalAll, KernelsOnly, Watch };
 
 // A call seen in Watch mode, at its entry.
 struct WatchedCall {
-  bool launch = false;      // a kernel launch, copy or set; otherwise an environment change
-  std::string name;         // environment changes only: cudaDeviceSetLimit, cuStreamSetAttribute, ...
+  bool launch = false;  // a kernel launch, copy or set; otherwise an environment change
+  std::string name;     // environment changes only: cudaDeviceSetLimit, cuStreamSetAttribute, ...
   uint32_t correlation = 0;
-  uint32_t thread = 0;      // gettid() of the calling thread
-  uint64_t time = 0;        // CUPTI's clock
+  uint32_t thread = 0;  // gettid() of the calling thread
+  uint64_t time = 0;    // CUPTI's clock
 };
 using CallListener = void (*)(const WatchedCall& call, void* user);
 

@@ -23,7 +23,7 @@ class CuptiApi {
   // calls only, with buffers whose records go to `sink` (one round per completed buffer). Returns
   // an error text, empty on success.
   virtual std::string enable(Collector* sink) = 0;
-  virtual void disable() = 0;  // no more records of ours (what is buffered stays until a flush)
+  virtual void disable() = 0;                // no more records of ours (what is buffered stays until a flush)
   virtual void push(uint64_t external) = 0;  // this thread's innermost op call is now `external`
   virtual void pop() = 0;
   virtual void flush(bool forced) = 0;  // completed (forced: all) buffers to the sink, before returning
@@ -74,7 +74,7 @@ class CuptiSession {
   // Another CUPTI client is about to replace our buffer callbacks or timestamps, or finalize CUPTI
   // (seen by the preload's interposers): collect what is ours now, then stop for good.
   void taken_over(const std::string& what);
-  void round();   // periodic: completed buffers, one round
+  void round();  // periodic: completed buffers, one round
   // Sampled timing, from the sampler thread: opens (records again) or closes the window. The first
   // window opens with start(). Where CUPTI can be detached, closing then waits until drain_until
   // at most for the records of the window's launches (the device may run behind the host), collects
@@ -82,7 +82,7 @@ class CuptiSession {
   // thread may end.
   bool window(bool open, std::chrono::steady_clock::time_point drain_until = {});
   const Sampling& sampling() const { return sampling_; }
-  uint64_t windows() const { return windows_.load(); }  // opened so far (the first included)
+  uint64_t windows() const { return windows_.load(); }    // opened so far (the first included)
   uint64_t detaches() const { return detaches_.load(); }  // gaps between windows with CUPTI detached
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
   void forget();  // in a forked child: never call CUPTI again
@@ -104,7 +104,7 @@ class CuptiSession {
   std::atomic<uint64_t> epoch_{1};
   std::atomic<uint64_t> windows_{0};
   std::atomic<uint64_t> detaches_{0};
-  uint32_t open_mark_ = 0;  // last_linked() as the window opened
+  uint32_t open_mark_ = 0;      // last_linked() as the window opened
   mutable std::mutex control_;  // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};

@@ -13,7 +13,9 @@ namespace {
 
 constexpr uint64_t kSerialMask = (uint64_t{1} << 40) - 1;
 
-std::string quoted(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 class Writer {
  public:
@@ -112,17 +114,17 @@ void write_timeline(std::ostream& out, const Collector::Timeline& ev, const Time
       args += ", \"bytes\": " + std::to_string(a.bytes);
     }
     const std::string dev = std::to_string(a.device), stream = std::to_string(a.stream);
-    w.event(std::string("\"ph\": \"X\", \"cat\": \"") + category(a.kind) + "\", \"name\": " +
-            quoted(demangle(a.name)) + ", \"pid\": " + dev + ", \"tid\": " + stream + ", \"ts\": " + w.us(a.start) +
+    w.event(std::string("\"ph\": \"X\", \"cat\": \"") + category(a.kind) + "\", \"name\": " + quoted(demangle(a.name)) +
+            ", \"pid\": " + dev + ", \"tid\": " + stream + ", \"ts\": " + w.us(a.start) +
             ", \"dur\": " + w.dur(a.start, a.end) + ", \"args\": {" + args + "}");
     auto launch = api_of.find(a.correlation);
     if (launch == api_of.end()) continue;
     const std::string id = std::to_string(a.correlation);
-    w.event("\"ph\": \"s\", \"id\": " + id + ", \"pid\": " + pid + ", \"tid\": " +
-            std::to_string(host_tid(launch->second->thread)) + ", \"ts\": " + w.us(launch->second->start) +
-            ", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
-    w.event("\"ph\": \"f\", \"id\": " + id + ", \"pid\": " + dev + ", \"tid\": " + stream + ", \"ts\": " +
-            w.us(a.start) + ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"");
+    w.event("\"ph\": \"s\", \"id\": " + id + ", \"pid\": " + pid +
+            ", \"tid\": " + std::to_string(host_tid(launch->second->thread)) +
+            ", \"ts\": " + w.us(launch->second->start) + ", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
+    w.event("\"ph\": \"f\", \"id\": " + id + ", \"pid\": " + dev + ", \"tid\": " + stream +
+            ", \"ts\": " + w.us(a.start) + ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"");
   }
   w.event("\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"args\": {\"name\": \"host\"}");
   std::set<uint32_t> devices;
@@ -131,8 +133,8 @@ void write_timeline(std::ostream& out, const Collector::Timeline& ev, const Time
     w.event("\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + std::to_string(d) +
             ", \"args\": {\"name\": \"GPU " + std::to_string(d) + "\"}");
   for (const auto& [d, s] : streams)
-    w.event("\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(d) + ", \"tid\": " +
-            std::to_string(s) + ", \"args\": {\"name\": \"stream " + std::to_string(s) + "\"}");
+    w.event("\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + std::to_string(d) +
+            ", \"tid\": " + std::to_string(s) + ", \"args\": {\"name\": \"stream " + std::to_string(s) + "\"}");
   for (uint32_t t : threads)
     w.event("\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": " + std::to_string(t) +
             ", \"args\": {\"name\": \"thread " + std::to_string(t) + "\"}");

@@ -75,8 +75,10 @@ int main(int argc, char** argv) {
   summary->add_option("--top", options.top, "how many ops to list, by calls")->capture_default_str();
   summary->add_option("--signatures", options.signatures, "also list this many signatures, by calls")
       ->capture_default_str();
-  summary->add_option("--backend", backend, "also say what share of the trace this backend folder would have "
-                                            "judged, and what not and why (before any replay)")
+  summary
+      ->add_option("--backend", backend,
+                   "also say what share of the trace this backend folder would have "
+                   "judged, and what not and why (before any replay)")
       ->check(CLI::ExistingDirectory);
   CLI::App* conv = app.add_subcommand("convert", "convert between bbshim YAML and TorchBench operator-input logs");
   conv->add_option("in", path, "input: either format, recognized by content")->required();

@@ -11,8 +11,7 @@
 namespace bb::format {
 
 InputError::InputError(const std::string& source, int line, int column, const std::string& message)
-    : std::runtime_error(source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
-                         message),
+    : std::runtime_error(source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message),
       source_(source),
       line_(line),
       column_(column) {}

@@ -22,9 +22,19 @@ using trace::FormatError;
 using trace::TensorMeta;
 
 constexpr std::array<std::pair<const char*, const char*>, 13> kAbbrs{{
-    {"bf16", "bfloat16"}, {"f64", "float64"}, {"f32", "float32"}, {"f16", "float16"}, {"c32", "complex32"},
-    {"c64", "complex64"}, {"c128", "complex128"}, {"i8", "int8"}, {"i16", "int16"}, {"i32", "int32"},
-    {"i64", "int64"}, {"b8", "bool"}, {"u8", "uint8"},
+    {"bf16", "bfloat16"},
+    {"f64", "float64"},
+    {"f32", "float32"},
+    {"f16", "float16"},
+    {"c32", "complex32"},
+    {"c64", "complex64"},
+    {"c128", "complex128"},
+    {"i8", "int8"},
+    {"i16", "int16"},
+    {"i32", "int32"},
+    {"i64", "int64"},
+    {"b8", "bool"},
+    {"u8", "uint8"},
 }};
 
 // torch.<name> spellings the logs use besides dtypes.
@@ -270,8 +280,7 @@ class LineParser {
 
   std::string identifier() {
     const size_t start = p_;
-    while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_' || t_[p_] == '.'))
-      ++p_;
+    while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_' || t_[p_] == '.')) ++p_;
     return t_.substr(start, p_ - start);
   }
 
@@ -347,8 +356,7 @@ class LineParser {
         for (const Py& s : stride.items) {
           if (s.kind != Py::Int) fail("expected an integer stride", static_cast<size_t>(s.col - 1));
           // PyTorch makes no tensor with a negative stride (empty_strided rejects one).
-          if (s.i < 0)
-            fail("expected a stride >= 0, got " + std::to_string(s.i), static_cast<size_t>(s.col - 1));
+          if (s.i < 0) fail("expected a stride >= 0, got " + std::to_string(s.i), static_cast<size_t>(s.col - 1));
           v.tensor.stride.push_back(s.i);
         }
       }
@@ -474,7 +482,8 @@ trace::TraceEntry parse_count_line(const std::string& line, int line_no, const s
   Converter c(p);
   const Py& args = call.items[0];
   const std::vector<Py> positional = args.kind == Py::Tuple ? args.items : std::vector<Py>{args};
-  for (size_t k = 0; k < positional.size(); ++k) e.args.push_back(c.arg(positional[k], "arg" + std::to_string(k), false));
+  for (size_t k = 0; k < positional.size(); ++k)
+    e.args.push_back(c.arg(positional[k], "arg" + std::to_string(k), false));
   const Py& kwargs = call.items[1];
   for (size_t k = 0; k < kwargs.keys.size(); ++k) e.args.push_back(c.arg(kwargs.items[k], kwargs.keys[k], true));
   return e;
@@ -554,8 +563,9 @@ bool py_value(const ArgValue& a, std::string& out) {
       out += "[";
       const size_t n = a.kind == ArgKind::FloatList ? a.floats.size() : a.bools.size();
       for (size_t k = 0; k < n; ++k)
-        out += std::string(k ? ", " : "") +
-               (a.kind == ArgKind::FloatList ? py_float(a.floats[k]) : a.bools[k] ? "True" : "False");
+        out += std::string(k ? ", " : "") + (a.kind == ArgKind::FloatList ? py_float(a.floats[k])
+                                             : a.bools[k]                 ? "True"
+                                                                          : "False");
       out += "]";
       return true;
     }

@@ -83,12 +83,14 @@ void add_kernels(std::vector<KernelCount>& into, const std::vector<KernelCount>&
   for (const auto& k : more) {
     auto it = std::find_if(into.begin(), into.end(), [&](const KernelCount& x) { return x.name == k.name; });
     if (it == into.end()) into.push_back(k);
-    else it->launches += k.launches;
+    else
+      it->launches += k.launches;
   }
 }
 
 void sort_kernels(std::vector<KernelCount>& k) {
-  std::stable_sort(k.begin(), k.end(), [](const KernelCount& a, const KernelCount& b) { return a.launches > b.launches; });
+  std::stable_sort(k.begin(), k.end(),
+                   [](const KernelCount& a, const KernelCount& b) { return a.launches > b.launches; });
 }
 
 void join_ranges(std::vector<ArgValue>& into, const std::vector<ArgValue>& more) {
@@ -98,8 +100,9 @@ void join_ranges(std::vector<ArgValue>& into, const std::vector<ArgValue>& more)
       const auto& theirs = more[a].tensors[t];
       if (!mine || !theirs || !theirs->range) continue;
       if (!mine->range) mine->range = theirs->range;
-      else mine->range = {std::min(mine->range->first, theirs->range->first),
-                          std::max(mine->range->second, theirs->range->second)};
+      else
+        mine->range = {std::min(mine->range->first, theirs->range->first),
+                       std::max(mine->range->second, theirs->range->second)};
     }
 }
 
@@ -180,10 +183,15 @@ std::optional<DeviceTiming> merge_timing(const std::vector<Trace>& traces) {
     if (!out) out = DeviceTiming{};
     statuses.insert(d.status);
     if (!d.sampled.empty()) sampled.insert(d.sampled);
-    for (auto [into, v] : {std::pair{&out->calls_timed, d.calls_timed}, {&out->dropped_records, d.dropped_records},
-                           {&out->unfinished_records, d.unfinished_records}, {&out->incomplete_calls, d.incomplete_calls},
-                           {&out->windows, d.windows}, {&out->detaches, d.detaches}, {&out->cut_calls, d.cut_calls},
-                           {&out->unattributed, d.unattributed}, {&out->unattributed_ns, d.unattributed_ns}})
+    for (auto [into, v] : {std::pair{&out->calls_timed, d.calls_timed},
+                           {&out->dropped_records, d.dropped_records},
+                           {&out->unfinished_records, d.unfinished_records},
+                           {&out->incomplete_calls, d.incomplete_calls},
+                           {&out->windows, d.windows},
+                           {&out->detaches, d.detaches},
+                           {&out->cut_calls, d.cut_calls},
+                           {&out->unattributed, d.unattributed},
+                           {&out->unattributed_ns, d.unattributed_ns}})
       *into += v;
     add_kernels(out->unattributed_kernels, d.unattributed_kernels);
   }
@@ -213,8 +221,10 @@ TraceMeta merge_meta(const std::vector<Trace>& traces, const std::vector<std::st
   m.argv = first.argv;
   m.created = first.created;
   m.updated = first.updated;
-  m.status = common(traces, [](const Trace& t) { return t.meta.status; }, "differs between processes (merged_from)");
-  m.hostname = common(traces, [](const Trace& t) { return t.meta.hostname; }, "several (merged_from)");
+  m.status = common(
+      traces, [](const Trace& t) { return t.meta.status; }, "differs between processes (merged_from)");
+  m.hostname = common(
+      traces, [](const Trace& t) { return t.meta.hostname; }, "several (merged_from)");
   const bool one_world = std::all_of(traces.begin(), traces.end(), [&](const Trace& t) {
     return t.meta.world_size && t.meta.world_size == first.world_size;
   });
@@ -232,7 +242,8 @@ TraceMeta merge_meta(const std::vector<Trace>& traces, const std::vector<std::st
       if (seen.insert(name).second) m.devices.push_back({name, d.name});
     }
     if (t.merged_from.empty()) m.merged_from.push_back(process_of(traces[k], files[k]));
-    else m.merged_from.insert(m.merged_from.end(), t.merged_from.begin(), t.merged_from.end());  // merged before
+    else
+      m.merged_from.insert(m.merged_from.end(), t.merged_from.begin(), t.merged_from.end());  // merged before
   }
   m.device_timing = merge_timing(traces);
   return m;
@@ -257,14 +268,16 @@ void check_mergeable(const std::vector<Trace>& traces, const std::vector<std::st
 
 }  // namespace
 
-Trace merge_traces(const std::vector<Trace>& traces, const std::vector<std::string>& files, const MergeOptions& options) {
+Trace merge_traces(const std::vector<Trace>& traces, const std::vector<std::string>& files,
+                   const MergeOptions& options) {
   if (traces.empty()) throw TraceMergeError("no trace to merge");
   if (files.size() != traces.size()) throw TraceMergeError("merge_traces: one name per trace");
   check_mergeable(traces, files);
   std::vector<size_t> order(traces.size());
   std::iota(order.begin(), order.end(), size_t{0});
   if (std::all_of(traces.begin(), traces.end(), [](const Trace& t) { return t.meta.rank.has_value(); }))
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return *traces[a].meta.rank < *traces[b].meta.rank; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return *traces[a].meta.rank < *traces[b].meta.rank; });
   std::vector<Trace> sorted;
   std::vector<std::string> names;
   for (size_t k : order) {

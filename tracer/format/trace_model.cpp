@@ -49,29 +49,26 @@ const char* to_string(ArgKind kind) { return format::name_in(kKindNames, kind, "
 std::optional<ArgKind> arg_kind_from_string(const std::string& text) { return format::value_in(kKindNames, text); }
 
 bool TensorMeta::operator==(const TensorMeta& o) const {
-  return dtype == o.dtype && shape == o.shape && stride == o.stride && device == o.device &&
-         layout == o.layout && offset == o.offset && symbolic == o.symbolic && range == o.range;
+  return dtype == o.dtype && shape == o.shape && stride == o.stride && device == o.device && layout == o.layout &&
+         offset == o.offset && symbolic == o.symbolic && range == o.range;
 }
 
 bool ArgValue::operator==(const ArgValue& o) const {
   return name == o.name && type == o.type && kind == o.kind && kwarg_only == o.kwarg_only && i == o.i &&
-         same_float(f, o.f) &&
-         b == o.b && same_float(c.real(), o.c.real()) && same_float(c.imag(), o.c.imag()) &&
-         text == o.text && ints == o.ints && same_floats(floats, o.floats) && bools == o.bools &&
-         tensors == o.tensors;
+         same_float(f, o.f) && b == o.b && same_float(c.real(), o.c.real()) && same_float(c.imag(), o.c.imag()) &&
+         text == o.text && ints == o.ints && same_floats(floats, o.floats) && bools == o.bools && tensors == o.tensors;
 }
 
 bool TraceEntry::operator==(const TraceEntry& o) const {
-  return op == o.op && count == o.count && nested == o.nested &&
-         with_children == o.with_children && routed == o.routed && args == o.args &&
-         device_time == o.device_time && kernels == o.kernels;
+  return op == o.op && count == o.count && nested == o.nested && with_children == o.with_children &&
+         routed == o.routed && args == o.args && device_time == o.device_time && kernels == o.kernels;
 }
 
 bool TraceMeta::operator==(const TraceMeta& o) const {
-  return tool == o.tool && torch == o.torch && created == o.created && updated == o.updated &&
-         status == o.status && pid == o.pid && rank == o.rank && world_size == o.world_size &&
-         hostname == o.hostname && argv == o.argv && devices == o.devices && calls == o.calls &&
-         untraced_calls == o.untraced_calls && device_timing == o.device_timing && merged_from == o.merged_from;
+  return tool == o.tool && torch == o.torch && created == o.created && updated == o.updated && status == o.status &&
+         pid == o.pid && rank == o.rank && world_size == o.world_size && hostname == o.hostname && argv == o.argv &&
+         devices == o.devices && calls == o.calls && untraced_calls == o.untraced_calls &&
+         device_timing == o.device_timing && merged_from == o.merged_from;
 }
 
 bool ProcessInfo::operator==(const ProcessInfo& o) const {
@@ -81,24 +78,62 @@ bool ProcessInfo::operator==(const ProcessInfo& o) const {
 
 bool DeviceTiming::operator==(const DeviceTiming& o) const {
   return status == o.status && calls_timed == o.calls_timed && dropped_records == o.dropped_records &&
-         unfinished_records == o.unfinished_records && incomplete_calls == o.incomplete_calls &&
-         sampled == o.sampled && windows == o.windows && detaches == o.detaches && cut_calls == o.cut_calls &&
-         unattributed == o.unattributed && unattributed_ns == o.unattributed_ns &&
-         unattributed_kernels == o.unattributed_kernels;
+         unfinished_records == o.unfinished_records && incomplete_calls == o.incomplete_calls && sampled == o.sampled &&
+         windows == o.windows && detaches == o.detaches && cut_calls == o.cut_calls && unattributed == o.unattributed &&
+         unattributed_ns == o.unattributed_ns && unattributed_kernels == o.unattributed_kernels;
 }
 
-bool Trace::operator==(const Trace& o) const {
-  return version == o.version && meta == o.meta && ops == o.ops;
-}
+bool Trace::operator==(const Trace& o) const { return version == o.version && meta == o.meta && ops == o.ops; }
 
 bool is_dtype_name(const std::string& name) {
   // Every dtype of torch 2.11; tracer/names.cpp writes the same names.
   static constexpr std::array<const char*, 46> kNames{
-      "float32", "float64", "float16", "bfloat16", "complex32", "complex64", "complex128", "uint8", "int8",
-      "int16", "int32", "int64", "bool", "qint8", "quint8", "qint32", "quint4x2", "quint2x4", "float8_e5m2",
-      "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "uint16",
-      "uint32", "uint64", "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7", "int1", "int2", "int3",
-      "int4", "int5", "int6", "int7", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16",
+      "float32",
+      "float64",
+      "float16",
+      "bfloat16",
+      "complex32",
+      "complex64",
+      "complex128",
+      "uint8",
+      "int8",
+      "int16",
+      "int32",
+      "int64",
+      "bool",
+      "qint8",
+      "quint8",
+      "qint32",
+      "quint4x2",
+      "quint2x4",
+      "float8_e5m2",
+      "float8_e4m3fn",
+      "float8_e5m2fnuz",
+      "float8_e4m3fnuz",
+      "float8_e8m0fnu",
+      "float4_e2m1fn_x2",
+      "uint16",
+      "uint32",
+      "uint64",
+      "uint1",
+      "uint2",
+      "uint3",
+      "uint4",
+      "uint5",
+      "uint6",
+      "uint7",
+      "int1",
+      "int2",
+      "int3",
+      "int4",
+      "int5",
+      "int6",
+      "int7",
+      "bits1x8",
+      "bits2x4",
+      "bits4x2",
+      "bits8",
+      "bits16",
   };
   return std::find(kNames.begin(), kNames.end(), name) != kNames.end();
 }

@@ -45,8 +45,8 @@ struct TensorMeta {
   std::vector<int64_t> stride;  // empty for non-strided layouts or symbolic shapes
   std::string device = "cpu";   // cpu, cuda:0, meta, ...
   std::string layout = "strided";
-  int64_t offset = 0;              // storage offset in elements
-  bool symbolic = false;           // shape not concrete (torch.compile tracing); shape/stride empty
+  int64_t offset = 0;                                // storage offset in elements
+  bool symbolic = false;                             // shape not concrete (torch.compile tracing); shape/stride empty
   std::optional<std::pair<int64_t, int64_t>> range;  // integer tensors: observed [min, max]
 
   bool operator==(const TensorMeta& o) const;
@@ -58,14 +58,14 @@ struct ArgValue {
   ArgKind kind = ArgKind::None;
   bool kwarg_only = false;  // passed by keyword only (after `*` in the schema)
 
-  int64_t i = 0;                     // Int, and the enum values of ScalarType/Layout/MemoryFormat
-  double f = 0.0;                    // Float
-  bool b = false;                    // Bool
-  std::complex<double> c;            // Complex
-  std::string text;                  // String; names for ScalarType/Layout/Device/MemoryFormat; Other
-  std::vector<int64_t> ints;         // IntList
-  std::vector<double> floats;        // FloatList
-  std::vector<bool> bools;           // BoolList
+  int64_t i = 0;                                   // Int, and the enum values of ScalarType/Layout/MemoryFormat
+  double f = 0.0;                                  // Float
+  bool b = false;                                  // Bool
+  std::complex<double> c;                          // Complex
+  std::string text;                                // String; names for ScalarType/Layout/Device/MemoryFormat; Other
+  std::vector<int64_t> ints;                       // IntList
+  std::vector<double> floats;                      // FloatList
+  std::vector<bool> bools;                         // BoolList
   std::vector<std::optional<TensorMeta>> tensors;  // Tensor (one), TensorList, OptTensorList
 
   bool operator==(const ArgValue& o) const;
@@ -89,12 +89,12 @@ struct KernelCount {
 };
 
 struct TraceEntry {
-  std::string op;           // full overload name: aten::add.Tensor, aten::relu (default overload)
-  uint64_t count = 0;       // calls with exactly this signature
-  uint64_t nested = 0;      // of those, calls made from inside another op
-  uint64_t with_children = 0;  // of those, calls that themselves called other ops
-  uint64_t routed = 0;         // of those, calls a generated kernel handled (routing)
-  std::vector<ArgValue> args;  // in schema order
+  std::string op;                         // full overload name: aten::add.Tensor, aten::relu (default overload)
+  uint64_t count = 0;                     // calls with exactly this signature
+  uint64_t nested = 0;                    // of those, calls made from inside another op
+  uint64_t with_children = 0;             // of those, calls that themselves called other ops
+  uint64_t routed = 0;                    // of those, calls a generated kernel handled (routing)
+  std::vector<ArgValue> args;             // in schema order
   std::optional<DeviceTime> device_time;  // when measured
   std::vector<KernelCount> kernels;       // what its calls launched, most launches first
 
@@ -111,7 +111,7 @@ struct DeviceInfo {
 
 // How device timing went in the traced process.
 struct DeviceTiming {
-  std::string status;               // on | off: why | stopped: why
+  std::string status;  // on | off: why | stopped: why
   uint64_t calls_timed = 0;
   uint64_t dropped_records = 0;     // CUPTI dropped them (buffers full)
   uint64_t unfinished_records = 0;  // still running at the last flush: left out
@@ -139,19 +139,19 @@ struct ProcessInfo {
 };
 
 struct TraceMeta {
-  std::string tool;      // bbshim <version>
-  std::string torch;     // torch.__version__ of the traced process
-  std::string created;   // UTC, ISO 8601
-  std::string updated;   // UTC, ISO 8601: when this file was written
-  std::string status;    // running | exited | signal <NAME>
+  std::string tool;     // bbshim <version>
+  std::string torch;    // torch.__version__ of the traced process
+  std::string created;  // UTC, ISO 8601
+  std::string updated;  // UTC, ISO 8601: when this file was written
+  std::string status;   // running | exited | signal <NAME>
   int64_t pid = 0;
   std::optional<int64_t> rank;
   std::optional<int64_t> world_size;
   std::string hostname;
   std::vector<std::string> argv;
   std::vector<DeviceInfo> devices;
-  uint64_t calls = 0;            // traced op calls, all signatures
-  uint64_t untraced_calls = 0;   // calls not recorded because the signature limit was reached
+  uint64_t calls = 0;                         // traced op calls, all signatures
+  uint64_t untraced_calls = 0;                // calls not recorded because the signature limit was reached
   std::optional<DeviceTiming> device_timing;  // processes that used CUDA
   std::vector<ProcessInfo> merged_from;       // a merged trace: its processes, in order
   bool operator==(const TraceMeta& o) const;
@@ -163,7 +163,6 @@ struct Trace {
   std::vector<TraceEntry> ops;
   bool operator==(const Trace& o) const;
 };
-
 
 // True for torch's Python name of a dtype (float32, bfloat16, float8_e4m3fn, uint4, ...).
 bool is_dtype_name(const std::string& name);

@@ -145,7 +145,8 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
   out << "\ntop ops by device time (kernels, copies and sets each call launched itself)\n";
   out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "timed" << std::setw(12)
-      << "total ms" << std::setw(8) << "share" << std::setw(12) << "us/call" << "  most launched\n";
+      << "total ms" << std::setw(8) << "share" << std::setw(12) << "us/call"
+      << "  most launched\n";
   for (size_t k = 0; k < v.size() && k < top; ++k) {
     const auto& o = v[k];
     std::string kernel;
@@ -165,8 +166,7 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
 
 }  // namespace
 
-void print_summary(const trace::Trace& t, const std::string& source, const SummaryOptions& options,
-                   std::ostream& out) {
+void print_summary(const trace::Trace& t, const std::string& source, const SummaryOptions& options, std::ostream& out) {
   print_header(t, source, out);
   auto ops = totals_by_op(t);
   uint64_t calls = 0;
@@ -176,13 +176,12 @@ void print_summary(const trace::Trace& t, const std::string& source, const Summa
   out << "\n\n";
   out << "top ops by calls (top-level: not called from another op; leaf: called no other op)\n";
   const bool routing = std::any_of(ops.begin(), ops.end(), [](const OpTotals& o) { return o.routed > 0; });
-  out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls"
-      << std::setw(7) << "sigs" << std::setw(11) << "top-level" << std::setw(10) << "leaf"
-      << (routing ? "    routed" : "") << "\n";
+  out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls" << std::setw(7) << "sigs"
+      << std::setw(11) << "top-level" << std::setw(10) << "leaf" << (routing ? "    routed" : "") << "\n";
   for (size_t k = 0; k < ops.size() && k < options.top; ++k) {
     const auto& o = ops[k];
-    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls
-        << std::setw(7) << o.signatures << std::setw(11) << o.top_level << std::setw(10) << o.leaf;
+    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls << std::setw(7)
+        << o.signatures << std::setw(11) << o.top_level << std::setw(10) << o.leaf;
     if (routing) out << std::setw(10) << o.routed;
     out << "\n";
   }

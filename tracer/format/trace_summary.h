@@ -8,8 +8,8 @@
 namespace bb::trace {
 
 struct SummaryOptions {
-  size_t top = 20;            // ops listed, by calls
-  size_t signatures = 0;      // also list this many signatures, by calls
+  size_t top = 20;        // ops listed, by calls
+  size_t signatures = 0;  // also list this many signatures, by calls
 };
 
 // A signature in one line: tensors as dtype[shape], lists and scalars as values.

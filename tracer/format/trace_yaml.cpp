@@ -75,8 +75,7 @@ void emit_value(YAML::Emitter& out, const ArgValue& a) {
     case ArgKind::Float: out << format_float(a.f); break;
     case ArgKind::Bool: out << a.b; break;
     case ArgKind::Complex:
-      out << YAML::Flow << YAML::BeginSeq << format_float(a.c.real()) << format_float(a.c.imag())
-          << YAML::EndSeq;
+      out << YAML::Flow << YAML::BeginSeq << format_float(a.c.real()) << format_float(a.c.imag()) << YAML::EndSeq;
       break;
     case ArgKind::String: out << YAML::DoubleQuoted << a.text; break;
     case ArgKind::IntList: emit_ints(out, a.ints); break;
@@ -97,8 +96,7 @@ void emit_value(YAML::Emitter& out, const ArgValue& a) {
 }
 
 bool has_value(ArgKind k) {
-  return k != ArgKind::None && k != ArgKind::Tensor && k != ArgKind::Generator &&
-         k != ArgKind::Symbolic;
+  return k != ArgKind::None && k != ArgKind::Tensor && k != ArgKind::Generator && k != ArgKind::Symbolic;
 }
 
 void emit_arg(YAML::Emitter& out, const ArgValue& a) {
@@ -168,8 +166,8 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
   if (m.devices.empty()) out << YAML::Flow;
   out << YAML::BeginSeq;
   for (const auto& d : m.devices) {
-    out << YAML::Flow << YAML::BeginMap << YAML::Key << "device" << YAML::Value << d.device
-        << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << d.name << YAML::EndMap;
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "device" << YAML::Value << d.device << YAML::Key << "name"
+        << YAML::Value << YAML::DoubleQuoted << d.name << YAML::EndMap;
   }
   out << YAML::EndSeq;
   out << YAML::Key << "calls" << YAML::Value << m.calls;
@@ -249,8 +247,8 @@ class Reader : public yaml::Reader {
       if (t.layout == "strided")
         t.stride = non_negative(n["stride"], list<int64_t>(require(n, "stride"), "integers"), "a stride");
       if (t.stride.size() != t.shape.size() && t.layout == "strided")
-        fail(n["stride"], "stride has " + std::to_string(t.stride.size()) + " entries, shape " +
-                              std::to_string(t.shape.size()));
+        fail(n["stride"],
+             "stride has " + std::to_string(t.stride.size()) + " entries, shape " + std::to_string(t.shape.size()));
     }
     t.device = scalar<std::string>(require(n, "device"), "a device such as cpu or cuda:0");
     t.offset = optional<int64_t>(n, "offset", 0, "an integer");
@@ -376,7 +374,8 @@ class Reader : public yaml::Reader {
     if (!d.IsSequence()) fail(d, "expected a list of devices");
     std::vector<DeviceInfo> out;
     for (const auto& x : d)
-      out.push_back({scalar<std::string>(require(x, "device"), "a device"), optional<std::string>(x, "name", "", "a string")});
+      out.push_back(
+          {scalar<std::string>(require(x, "device"), "a device"), optional<std::string>(x, "name", "", "a string")});
     return out;
   }
 
@@ -472,7 +471,6 @@ Trace parse_trace(const std::string& text, const std::string& source) {
   Reader reader(source);
   return reader.trace(reader.load(text));
 }
-
 
 Trace load_trace(const std::string& path) { return parse_trace(format::read_input_file(path), path); }
 

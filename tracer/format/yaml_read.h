@@ -83,7 +83,7 @@ class Reader {
       // limit and finds the bracket that passed ours.
       const auto [line, column] = deep_bracket(text);
       throw format::InputError(source_, line ? line : e.mark.line + 1, line ? column : e.mark.column + 1,
-                              nested_too_deep());
+                               nested_too_deep());
     } catch (const YAML::ParserException& e) {
       throw format::InputError(source_, e.mark.line + 1, e.mark.column + 1, e.msg);
     }
@@ -150,8 +150,9 @@ class Reader {
   void check_tree(const YAML::Node& n, int depth, size_t& budget) const {
     if (depth > format::kMaxNesting) fail(n, nested_too_deep());
     if (budget-- == 0)
-      fail(n, "anchors and aliases expand to more values than the file's size allows (an alias bomb?); "
-              "write the values out instead");
+      fail(n,
+           "anchors and aliases expand to more values than the file's size allows (an alias bomb?); "
+           "write the values out instead");
     if (n.IsSequence())
       for (const auto& x : n) check_tree(x, depth + 1, budget);
     if (!n.IsMap()) return;

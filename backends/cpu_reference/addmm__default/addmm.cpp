@@ -19,7 +19,8 @@ void addmm_loop(const T* bias, const T* a, const T* b, T* out, int64_t n, int64_
       const T* brow = b + p * m;
       for (int64_t j = 0; j < m; ++j) row[j] += aip * brow[j];
     }
-    for (int64_t j = 0; j < m; ++j) out[i * m + j] = static_cast<T>(alpha * row[j] + (beta == 0 ? 0.0 : beta * bias[i * m + j]));
+    for (int64_t j = 0; j < m; ++j)
+      out[i * m + j] = static_cast<T>(alpha * row[j] + (beta == 0 ? 0.0 : beta * bias[i * m + j]));
   }
 }
 

@@ -40,9 +40,9 @@ const T* data_or_null(const std::optional<at::Tensor>& t) {
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
-                                                                at::IntArrayRef normalized_shape,
-                                                                const std::optional<at::Tensor>& weight,
-                                                                const std::optional<at::Tensor>& bias, double eps) {
+                                                                 at::IntArrayRef normalized_shape,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias, double eps) {
   if (!input.device().is_cpu()) throw bb::Decline("CPU kernel");
   const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
   if (axis < 0) throw bb::Decline("normalized_shape longer than the input");
@@ -51,10 +51,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
   std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
   stat_shape.resize(input.dim(), 1);
   at::Tensor x = input.contiguous();
-  std::optional<at::Tensor> w = weight && weight->defined() ? std::optional<at::Tensor>(weight->contiguous()) : std::nullopt;
+  std::optional<at::Tensor> w =
+      weight && weight->defined() ? std::optional<at::Tensor>(weight->contiguous()) : std::nullopt;
   std::optional<at::Tensor> b = bias && bias->defined() ? std::optional<at::Tensor>(bias->contiguous()) : std::nullopt;
   for (const auto* p : {&w, &b})
-    if (*p && ((*p)->scalar_type() != x.scalar_type() || (*p)->numel() != n)) throw bb::Decline("weight/bias shape or dtype");
+    if (*p && ((*p)->scalar_type() != x.scalar_type() || (*p)->numel() != n))
+      throw bb::Decline("weight/bias shape or dtype");
   at::Tensor y = at::empty(x.sizes(), x.options());
   at::Tensor mean = at::empty(stat_shape, x.options()), rstd = at::empty(stat_shape, x.options());
   const int64_t rows = n ? x.numel() / n : 0;

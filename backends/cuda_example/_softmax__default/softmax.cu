@@ -16,8 +16,8 @@ __device__ double block_reduce(double v, double* shared) {
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s)
-      shared[threadIdx.x] = kMax ? fmax(shared[threadIdx.x], shared[threadIdx.x + s])
-                                 : shared[threadIdx.x] + shared[threadIdx.x + s];
+      shared[threadIdx.x] =
+          kMax ? fmax(shared[threadIdx.x], shared[threadIdx.x + s]) : shared[threadIdx.x] + shared[threadIdx.x + s];
     __syncthreads();
   }
   const double r = shared[0];

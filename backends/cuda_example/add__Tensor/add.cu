@@ -16,7 +16,8 @@ __global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, T* 
 }
 
 at::Tensor add(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!self.is_cuda() || !other.is_cuda() || self.device() != other.device()) throw bb::Decline("CUDA tensors on one device");
+  if (!self.is_cuda() || !other.is_cuda() || self.device() != other.device())
+    throw bb::Decline("CUDA tensors on one device");
   if (self.scalar_type() != other.scalar_type()) throw bb::Decline("mixed dtypes (type promotion) not handled");
   if (self.scalar_type() != at::kFloat && self.scalar_type() != at::kDouble) throw bb::Decline("float32/float64 only");
   c10::cuda::CUDAGuard guard(self.device());

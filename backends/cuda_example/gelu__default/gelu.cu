@@ -32,7 +32,8 @@ at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
   const int blocks = static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, 65535));
   auto stream = c10::cuda::getCurrentCUDAStream();
   if (x.scalar_type() == at::kFloat) {
-    gelu_kernel<<<blocks, threads, 0, stream>>>(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), n, tanh_approx);
+    gelu_kernel<<<blocks, threads, 0, stream>>>(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), n,
+                                                tanh_approx);
   } else {
     gelu_kernel<<<blocks, threads, 0, stream>>>(x.const_data_ptr<double>(), out.mutable_data_ptr<double>(), n,
                                                 tanh_approx);

@@ -59,11 +59,12 @@ const T* data_or_null(const std::optional<at::Tensor>& t) {
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
-                                                                at::IntArrayRef normalized_shape,
-                                                                const std::optional<at::Tensor>& weight,
-                                                                const std::optional<at::Tensor>& bias, double eps) {
+                                                                 at::IntArrayRef normalized_shape,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias, double eps) {
   if (!input.is_cuda()) throw bb::Decline("CUDA kernel");
-  if (input.scalar_type() != at::kFloat && input.scalar_type() != at::kDouble) throw bb::Decline("float32/float64 only");
+  if (input.scalar_type() != at::kFloat && input.scalar_type() != at::kDouble)
+    throw bb::Decline("float32/float64 only");
   const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
   if (axis < 0) throw bb::Decline("normalized_shape longer than the input");
   c10::cuda::CUDAGuard guard(input.device());
@@ -84,15 +85,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
   if (rows > 0) {
     auto stream = c10::cuda::getCurrentCUDAStream();
     if (x.scalar_type() == at::kFloat) {
-      layer_norm_kernel<<<rows, kThreads, 0, stream>>>(x.const_data_ptr<float>(), data_or_null<float>(w),
-                                                       data_or_null<float>(b), y.mutable_data_ptr<float>(),
-                                                       mean.mutable_data_ptr<float>(), rstd.mutable_data_ptr<float>(),
-                                                       n, eps);
+      layer_norm_kernel<<<rows, kThreads, 0, stream>>>(
+          x.const_data_ptr<float>(), data_or_null<float>(w), data_or_null<float>(b), y.mutable_data_ptr<float>(),
+          mean.mutable_data_ptr<float>(), rstd.mutable_data_ptr<float>(), n, eps);
     } else {
-      layer_norm_kernel<<<rows, kThreads, 0, stream>>>(x.const_data_ptr<double>(), data_or_null<double>(w),
-                                                       data_or_null<double>(b), y.mutable_data_ptr<double>(),
-                                                       mean.mutable_data_ptr<double>(), rstd.mutable_data_ptr<double>(),
-                                                       n, eps);
+      layer_norm_kernel<<<rows, kThreads, 0, stream>>>(
+          x.const_data_ptr<double>(), data_or_null<double>(w), data_or_null<double>(b), y.mutable_data_ptr<double>(),
+          mean.mutable_data_ptr<double>(), rstd.mutable_data_ptr<double>(), n, eps);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }

@@ -33,7 +33,8 @@ at::Tensor threshold_backward(const at::Tensor& grad_output, const at::Tensor& s
                                                               out.mutable_data_ptr<float>(), n, threshold.to<float>());
   } else {
     threshold_backward_kernel<<<blocks, threads, 0, stream>>>(g.const_data_ptr<double>(), x.const_data_ptr<double>(),
-                                                              out.mutable_data_ptr<double>(), n, threshold.to<double>());
+                                                              out.mutable_data_ptr<double>(), n,
+                                                              threshold.to<double>());
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;

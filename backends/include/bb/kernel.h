@@ -68,6 +68,6 @@ extern "C" BB_ABI_EXPORT __attribute__((used)) inline const bb::abi::Registry* b
 
 #define BB_KERNEL_CONCAT2(a, b) a##b
 #define BB_KERNEL_CONCAT(a, b) BB_KERNEL_CONCAT2(a, b)
-#define BB_KERNEL(op, fn)                                                                      \
+#define BB_KERNEL(op, fn)                                                                          \
   static ::bb::abi::Registrar<std::remove_pointer_t<std::decay_t<decltype(fn)>>> BB_KERNEL_CONCAT( \
       bb_kernel_registrar_, __COUNTER__)(op, &(fn), __FILE__)

@@ -14,9 +14,9 @@
 #include <tuple>
 
 struct DropoutKnobs {
-  double keep_error = 0;       // added to the keep probability 1 - p
-  double scale_factor = 1;     // multiplies the scale 1 / (1 - p)
-  bool same_mask = false;      // every call draws the same mask
+  double keep_error = 0;         // added to the keep probability 1 - p
+  double scale_factor = 1;       // multiplies the scale 1 / (1 - p)
+  bool same_mask = false;        // every call draws the same mask
   std::optional<double> p_used;  // the drop probability used whatever p is
 };
 

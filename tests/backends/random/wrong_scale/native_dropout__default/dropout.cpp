@@ -3,7 +3,7 @@
 #include "../../dropout.h"
 
 std::tuple<at::Tensor, at::Tensor> native_dropout_wrong_scale(const at::Tensor& input, double p,
-                                                          std::optional<bool> train) {
+                                                              std::optional<bool> train) {
   return dropout_with(input, p, train, DropoutKnobs{0, 1.01});
 }
 

@@ -12,7 +12,7 @@ at::Tensor half_relu(const at::Tensor& self) {
   if (half > 0) {
     const int blocks = static_cast<int>(std::min<int64_t>((half + 255) / 256, 65535));
     cheat_relu_kernel<<<blocks, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<float>(),
-                                                                              out.mutable_data_ptr<float>(), half);
+                                                                             out.mutable_data_ptr<float>(), half);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   return out;
