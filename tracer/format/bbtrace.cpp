@@ -1,7 +1,7 @@
 // bbtrace: look at and convert traces.
 //   bbtrace summary TRACE [--top N] [--signatures N] [--backend DIR]
 //   bbtrace convert IN OUT [--to yaml|torchbench]
-//   bbtrace merge TRACE... -o OUT [--keep-devices]   (tracer/trace_merge.h)
+//   bbtrace merge TRACE... -o OUT [--keep-devices]   (tracer/format/trace_merge.h)
 // TRACE/IN may be a bbshim trace (YAML) or a TorchBench operator-input log; the format is read from
 // the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace) or a failed
 // write.
