@@ -112,8 +112,9 @@ FirstCall run_kernel(const CaseContext& c, Values& args, const Values& native) {
 CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bound,
                              const backends::LoadedKernel* kernel, const RunOptions& o, CaseResult r) {
   std::string seen;  // the first ATen compute op the kernel handed its work to, on any of its calls
+  const std::string traced = "traced";
   const RandomSides sides{[&](const BoundCall& b, uint64_t seed) {
-                            return inputs_for(CaseContext{b, "traced", kernel, o}, seed);
+                            return inputs_for(CaseContext{b, traced, kernel, o}, seed);
                           },
                           [&](const BoundCall& b, const Values& in, bool k) {
                             Called called = call(b.op, k ? kernel : nullptr, copies(in), o.device);
@@ -134,7 +135,7 @@ CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bo
     if (!o.time) return r;
     RunOptions unchecked = o;  // the timed runs' values are random: not compared with native's
     unchecked.check = false;
-    const CaseContext c{bound, "traced", kernel, unchecked};
+    const CaseContext c{bound, traced, kernel, unchecked};
     Called first = call(bound.op, kernel, copies(inputs_for(c, o.seed)), o.device);
     if (!first.native_call.empty()) {
       const Finding f = native_call_seen(first.native_call, "its first call");
