@@ -48,6 +48,14 @@ def run(cmd, env, cwd=None, timeout=180):
                           timeout=timeout)
 
 
+def trace_example(directory, steps=1):
+    """Traces the example model's training for `steps` steps into DIRECTORY/example.yaml; returns its path."""
+    trace = Path(directory) / "example.yaml"
+    r = run([PYTHON, EXAMPLE, "--steps", str(steps)], preload_env(BB_TRACE=trace), cwd=directory, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return trace
+
+
 def load_trace(path):
     """Parses a trace with PyYAML (an independent reader) and checks its outline."""
     with open(path) as f:

@@ -13,7 +13,7 @@ import time
 import unittest
 from pathlib import Path
 
-from support import BUILD, EXAMPLE, PYTHON, ROOT, base_env, preload_env, run
+from support import BUILD, PYTHON, ROOT, base_env, run, trace_example
 from test_shard import OPS, same_run
 
 BBREPLAY = BUILD / "bin" / "bbreplay"
@@ -40,9 +40,7 @@ class RayLauncher(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = Path(tempfile.mkdtemp(prefix="bbshim-ray-"))
-        cls.trace = cls.dir / "example.yaml"
-        r = run([PYTHON, EXAMPLE, "--steps", "1"], preload_env(BB_TRACE=cls.trace), cwd=cls.dir, timeout=600)
-        assert r.returncode == 0, r.stderr
+        cls.trace = trace_example(cls.dir)
         single = cls.dir / "single.json"
         r = run([BBREPLAY, cls.trace, "--device", "cpu", "--check-only", "--ops", OPS, "--json", single], base_env())
         assert r.returncode in (0, 1), r.stderr

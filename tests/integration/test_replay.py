@@ -5,7 +5,7 @@ import os
 import re
 import unittest
 
-from support import BUILD, EXAMPLE, PYTHON, ROOT, TempDirTest, base_env, preload_env, run
+from support import BUILD, PYTHON, ROOT, TempDirTest, base_env, preload_env, run, trace_example
 
 BBREPLAY = BUILD / "bin" / "bbreplay"
 BEHAVIOURS = ROOT / "tests" / "backends" / "behaviours"
@@ -41,9 +41,7 @@ class Replay(TempDirTest):
         import tempfile
         from pathlib import Path
         cls.shared = Path(tempfile.mkdtemp(prefix="bbshim-replay-"))
-        cls.trace = cls.shared / "example.yaml"
-        r = run([PYTHON, EXAMPLE, "--steps", "1"], preload_env(BB_TRACE=cls.trace), cwd=cls.shared, timeout=600)
-        assert r.returncode == 0, r.stderr
+        cls.trace = trace_example(cls.shared)
         cls.behaviour_trace = cls.shared / "behaviours.yaml"
         r = run([PYTHON, "-c", BEHAVIOUR_PROGRAM], preload_env(BB_TRACE=cls.behaviour_trace), cwd=cls.shared)
         assert r.returncode == 0, r.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from support import BBTRACE, BUILD, EXAMPLE, PYTHON, ROOT, base_env, preload_env, run
+from support import BBTRACE, BUILD, PYTHON, ROOT, base_env, preload_env, run, trace_example
 
 BBREPLAY = BUILD / "bin" / "bbreplay"
 # A few ops of the example's trace, every variant: enough cases for three parts, seconds to check.
@@ -44,9 +44,7 @@ def replay(*args, expect=(0,), ops=OPS):
 
 def setUpModule():
     Run.dir = Path(tempfile.mkdtemp(prefix="bbshim-shard-"))
-    Run.trace = Run.dir / "example.yaml"
-    r = run([PYTHON, EXAMPLE, "--steps", "1"], preload_env(BB_TRACE=Run.trace), cwd=Run.dir, timeout=600)
-    assert r.returncode == 0, r.stderr
+    Run.trace = trace_example(Run.dir)
     Run.single = replay("--json", Run.dir / "single.json")
     Run.parts = [Run.dir / f"part{k}.json" for k in range(3)]
     for k, part in enumerate(Run.parts):
