@@ -18,9 +18,13 @@ namespace bb::fuzz {
 // A file of this process's own under TMPDIR (or /tmp), rewritten for every input and removed at exit.
 class ScratchFile {
  public:
+  // BB_FUZZ_SCRATCH (run.sh sets it, in the run's own folder): the same name in every run, so that a
+  // fixed seed tries the same inputs along the same paths (the name is in the trace's argv).
   ScratchFile() {
+    const char* fixed = std::getenv("BB_FUZZ_SCRATCH");
     const char* dir = std::getenv("TMPDIR");
-    path_ = std::string(dir && *dir ? dir : "/tmp") + "/bb-fuzz-" + std::to_string(::getpid()) + ".in";
+    path_ = fixed && *fixed ? std::string(fixed)
+                            : std::string(dir && *dir ? dir : "/tmp") + "/bb-fuzz-" + std::to_string(::getpid()) + ".in";
   }
   ~ScratchFile() { ::unlink(path_.c_str()); }
   const std::string& path() const { return path_; }

@@ -88,6 +88,9 @@ TEST_CASE("semantic errors name the line, the column and what was expected") {
   CHECK(error_of("version: 7\nops: []\n") == "1:10: unsupported trace version 7 (this build reads 1)");
   CHECK(error_of(std::string(kHeader) + "  - {op: relu, count: 1}\n") ==
         "4:10: op name 'relu' has no namespace (aten::...)");
+  // Found by tests/fuzz: a name with control characters read, and did not survive a round trip.
+  CHECK(error_of(std::string(kHeader) + "  - {op: \"aten::re\\rlu\", count: 1}\n") ==
+        "4:10: op name 'aten::re\rlu' has characters no op name has (letters, digits, '_', '.', ':' only)");
   CHECK(error_of(std::string(kHeader) + "  - {op: aten::relu, count: -1}\n") ==
         "4:29: expected a non-negative integer, got '-1'");
   CHECK(

@@ -1,5 +1,7 @@
 #include "tracer/format/op_name.h"
 
+#include <cctype>
+
 namespace bb::trace {
 
 std::pair<std::string, std::string> split_op(const std::string& op) {
@@ -14,5 +16,12 @@ std::string join_op(const std::string& name, const char* overload) {
 }
 
 std::string base_name(const std::string& op) { return split_op(op).first; }
+
+bool plausible_op_name(const std::string& op) {
+  if (op.empty()) return false;
+  for (unsigned char c : op)
+    if (!std::isalnum(c) && c != '_' && c != '.' && c != ':') return false;
+  return true;
+}
 
 }  // namespace bb::trace

@@ -16,6 +16,10 @@ inline std::string join_op(const std::string& name, const std::string& overload)
   return join_op(name, overload.c_str());
 }
 
+// Whether `op` is spelled with the characters op names have (letters, digits, '_', '.', ':'): a name
+// with spaces or control characters is no op, and would not survive being written and read back.
+bool plausible_op_name(const std::string& op);
+
 // Python's name for an op without its overload: aten::add.Tensor -> aten::add.
 std::string base_name(const std::string& op);
 

@@ -110,12 +110,16 @@ class LineParser {
   }
   size_t pos() const { return p_; }
 
-  int64_t integer() {
+  // A call count: digits only, any value a uint64_t holds (as the YAML trace's `count`).
+  uint64_t count() {
     skip_space();
     const size_t start = p_;
-    Py v = number();
-    if (v.kind != Py::Int) fail("expected an integer", start);
-    return v.i;
+    while (p_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[p_]))) ++p_;
+    if (p_ == start) fail("expected a non-negative count", start);
+    uint64_t v = 0;
+    if (std::from_chars(t_.data() + start, t_.data() + p_, v).ec == std::errc::result_out_of_range)
+      fail("count '" + t_.substr(start, p_ - start) + "' does not fit in 64 bits", start);
+    return v;
   }
 
   Py value() {
@@ -457,7 +461,7 @@ class Converter {
 std::string op_name(const std::string& dotted, const FormatError& error_if_bad) {
   std::string name = dotted == "aten.sum.SymInt" ? "aten.sum.dim_IntList" : dotted;  // renamed overload
   const auto first = name.find('.'), last = name.rfind('.');
-  if (first == std::string::npos || first == last) throw error_if_bad;
+  if (first == std::string::npos || first == last || !plausible_op_name(name)) throw error_if_bad;
   const std::string ns = name.substr(0, first), base = name.substr(first + 1, last - first - 1),
                     overload = name.substr(last + 1);
   return join_op(ns + "::" + base, overload == "default" ? "" : overload);
@@ -469,9 +473,7 @@ trace::TraceEntry parse_count_line(const std::string& line, int line_no, const s
   LineParser p(line, 5, source, line_no);
   trace::TraceEntry e;
   e.op = op;
-  int64_t count = p.integer();
-  if (count < 0) p.fail("expected a non-negative count", 5);
-  e.count = static_cast<uint64_t>(count);
+  e.count = p.count();
   p.expect(',');
   const size_t at = p.pos();
   Py call = p.value();

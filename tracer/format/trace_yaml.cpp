@@ -1,5 +1,6 @@
 #include "tracer/format/trace_yaml.h"
 
+#include "tracer/format/op_name.h"
 #include "tracer/format/yaml_read.h"
 
 #include <yaml-cpp/yaml.h>
@@ -334,6 +335,8 @@ class Reader : public yaml::Reader {
     TraceEntry e;
     e.op = scalar<std::string>(require(n, "op"), "an op name such as aten::add.Tensor");
     if (e.op.find("::") == std::string::npos) fail(n["op"], "op name '" + e.op + "' has no namespace (aten::...)");
+    if (!plausible_op_name(e.op))
+      fail(n["op"], "op name '" + e.op + "' has characters no op name has (letters, digits, '_', '.', ':' only)");
     e.count = scalar<uint64_t>(require(n, "count"), "a non-negative integer");
     e.nested = optional<uint64_t>(n, "nested", 0, "a non-negative integer");
     e.with_children = optional<uint64_t>(n, "with_children", 0, "a non-negative integer");
