@@ -248,6 +248,20 @@ Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& to
   return tc;
 }
 
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// BackendBench's files in a folder named `name`: <name>_implementation*.py, sorted.
+std::vector<std::string> backendbench_files(const std::string& name, const std::vector<std::string>& files) {
+  std::vector<std::string> out;
+  for (const auto& f : files)
+    if (starts_with(f, name + "_implementation") && ends_with(f, ".py")) out.push_back(f);
+  return out;
+}
+
+}  // namespace
+
 std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::string>& problems) {
   std::vector<KernelDir> out;
   if (!is_dir(dir)) {
@@ -256,19 +270,38 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
   }
   for (const auto& name : list_dir(dir)) {
     const std::string path = dir + "/" + name;
-    if (!is_dir(path)) continue;
+    if (!is_dir(path) || starts_with(name, ".") || name == "__pycache__") continue;
+    const std::vector<std::string> files = list_dir(path);
+    const std::vector<std::string> backendbench = backendbench_files(name, files);
     auto op = op_from_folder(name);
-    if (!op) {
-      problems.push_back(path + ": folder name is not <op>__<overload> (e.g. relu__default, add__Tensor)");
+    if (!op && !backendbench.empty()) {  // BackendBench's earlier layout: one folder per op
+      KernelDir k{"aten::" + name, path, {}, {}, {path + "/" + backendbench.front()}, name + "_kernel_impl", true};
+      out.push_back(std::move(k));
       continue;
     }
-    KernelDir k{*op, path, {}, {}};
-    for (const auto& f : list_dir(path)) {
+    if (!op) {
+      problems.push_back(path + ": folder name is not <op>__<overload> (e.g. relu__default, add__Tensor), nor "
+                                "BackendBench's <op> holding <op>_implementation*.py");
+      continue;
+    }
+    KernelDir k;
+    k.op = *op;
+    k.path = path;
+    for (const auto& f : files) {
       if (ends_with(f, ".cpp") || ends_with(f, ".cu")) k.sources.push_back(f);
       if (ends_with(f, ".so")) k.prebuilt.push_back(path + "/" + f);
+      if (ends_with(f, ".py") && !starts_with(f, ".") && backendbench.empty()) k.python.push_back(path + "/" + f);
     }
-    if (k.sources.empty() && k.prebuilt.empty()) {
-      problems.push_back(path + ": no .cpp, .cu or .so file");
+    if (!backendbench.empty()) {
+      k.python = {path + "/" + backendbench.front()};
+      k.python_symbol = name + "_kernel_impl";
+    }
+    if (!k.python.empty() && (!k.sources.empty() || !k.prebuilt.empty())) {
+      problems.push_back(path + ": holds both C++/CUDA and Python kernels; keep one kind per op folder");
+      continue;
+    }
+    if (k.sources.empty() && k.prebuilt.empty() && k.python.empty()) {
+      problems.push_back(path + ": no .cpp, .cu, .so or .py file");
       continue;
     }
     out.push_back(std::move(k));
@@ -288,6 +321,7 @@ std::vector<Built> build_kernels(const std::vector<KernelDir>& dirs, const Toolc
   std::string nvcc_id;
   for (size_t i = 0; i < dirs.size(); ++i) {
     const KernelDir& d = dirs[i];
+    if (!d.python.empty()) continue;  // imported, not built (python_kernels.cpp)
     if (d.sources.empty()) {
       built[i].so = d.prebuilt.front();
       continue;

@@ -18,6 +18,7 @@ struct Toolchain {
   std::string cuda_arch;       // BB_CUDA_ARCH, e.g. 90; "" = the first GPU's (nvidia-smi), else 90
   std::string cache_dir;       // BB_CACHE, else $XDG_CACHE_HOME/bbshim, else ~/.cache/bbshim
   int jobs = 1;                // BB_JOBS, else the number of CPUs
+  std::string python_bridge;   // libbbshim_python.so, for folders of Python kernels ("" = none in this build)
 };
 
 // Defaults from the environment; `cuda_arch` may be empty (then BB_CUDA_ARCH, else detected).
@@ -29,10 +30,18 @@ struct KernelDir {
   std::string path;                   // backend/relu__default
   std::vector<std::string> sources;   // *.cpp, *.cu (sorted)
   std::vector<std::string> prebuilt;  // *.so shipped in the folder
+  // Python kernels (docs/backends.md): the files to import, in order, and the function they export
+  // (BackendBench's <folder>/<folder>_implementation*.py, the first in sorted order, exporting
+  // <folder>_kernel_impl), or every .py file and "" when they register with @bbshim.kernel.
+  std::vector<std::string> python;
+  std::string python_symbol;
+  bool every_overload = false;  // BackendBench's earlier layout, a folder per op (relu/, add_/): `op` has no
+                                // overload and the kernel serves each of its overloads
 };
 
-// The kernel folders of a backend. Folders whose name is not <op>__<overload>, or that hold nothing
-// to build, are reported in `problems` and skipped.
+// The kernel folders of a backend. Folders whose name is not <op>__<overload> (nor BackendBench's
+// earlier <op> holding <op>_implementation*.py), or that hold nothing to build or import, are
+// reported in `problems` and skipped.
 std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::string>& problems);
 
 struct Built {

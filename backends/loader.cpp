@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "backends/op_names.h"
+#include "backends/python_kernels.h"
 #include "tracer/format/op_name.h"
 
 namespace bb::backends {
@@ -83,10 +84,14 @@ Backend load_backend(const std::string& dir, const Toolchain& tc) {
   std::vector<KernelDir> dirs = scan_backend(dir, out.problems);
   std::vector<Built> built = build_kernels(dirs, tc);
   std::set<std::string> taken;
+  PythonBridge bridge;
   for (size_t i = 0; i < dirs.size(); ++i) {
-    out.ops.push_back(dirs[i].op);
     const size_t problems_before = out.problems.size(), kernels_before = out.kernels.size();
-    if (!built[i].error.empty()) {
+    if (!dirs[i].python.empty()) {
+      load_python_kernels(dirs[i], tc, bridge, taken, out);
+      for (size_t k = kernels_before; k < out.kernels.size(); ++k) out.ops.push_back(out.kernels[k].op);
+      if (out.kernels.size() == kernels_before) out.ops.push_back(dirs[i].op);
+    } else if (out.ops.push_back(dirs[i].op); !built[i].error.empty()) {
       out.problems.push_back(built[i].error);
     } else {
       for (const auto& so : dirs[i].sources.empty() ? dirs[i].prebuilt : std::vector<std::string>{built[i].so})

@@ -9,7 +9,8 @@
 # find_package(Torch) is deliberately not used: for a CUDA build of torch it insists on a CUDA toolkit even
 # though the tracer needs none, and it links every CUDA library into whatever uses it.
 
-find_package(Python3 COMPONENTS Interpreter REQUIRED)
+# Development.Module (Python's headers) only for the Python kernel bridge (backends/python), built when found.
+find_package(Python3 COMPONENTS Interpreter REQUIRED OPTIONAL_COMPONENTS Development.Module)
 
 set(_bb_probe [=[
 import os, torch
@@ -45,6 +46,8 @@ set_target_properties(bb::torch PROPERTIES
   INTERFACE_LINK_LIBRARIES "${BB_TORCH_CPU_LIB};${BB_C10_LIB}"
   # NDEBUG is not optional: RecordFunction's layout differs without it and every op would assert.
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=${_bb_abi};NDEBUG")
+
+find_library(BB_TORCH_PYTHON_LIB torch_python PATHS "${BB_TORCH_LIB_DIR}" NO_DEFAULT_PATH)
 
 if(BB_TORCH_CUDA)
   find_library(BB_C10_CUDA_LIB c10_cuda PATHS "${BB_TORCH_LIB_DIR}" NO_DEFAULT_PATH)

@@ -11,9 +11,10 @@ BB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BB_BUILD_DIR=${BB_BUILD_DIR:-$BB_ROOT/build}
 BB_TORCH_PIN="torch==2.11.0"
 # clang-14 and libclang-rt-14-dev: libFuzzer and the sanitizers for ctest's fuzz.* tests (tests/fuzz).
+# python3-dev: Python's headers, for the Python kernel bridge (backends/python; built only when found).
 BB_RAY_PIN="ray==2.60.0"  # wheels for Python 3.11 and 3.12 (about 80 MB with its dependencies)
 BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev
-                 nlohmann-json3-dev clang-14 libclang-rt-14-dev)
+                 nlohmann-json3-dev clang-14 libclang-rt-14-dev python3-dev)
 BB_TEST_APT_PACKAGES=(chromium)    # the tests open bbcompare's pages in a headless browser
 BB_PLOTLY_PIN="plotly==6.5.0"      # bbcompare --html draws its plots with plotly's bundled plotly.js
 

@@ -135,6 +135,7 @@ void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
               ": its code is compiled and runs inside this program (BB_BACKEND names a backend explicitly)");
   auto tc = backends::make_toolchain(dir_of(boot.torch_lib), boot.torch_version,
                                      std::string(boot.lib_dir) + "/../include", "");
+  tc.python_bridge = std::string(boot.lib_dir) + "/libbbshim_python.so";  // for folders of Python kernels
   backends::Backend backend = backends::load_backend(dir, tc);
   for (const auto& problem : backend.problems) log::warn("backend " + problem);
   const int routed = start_routing(std::move(backend), std::move(pol), named_by_policy);

@@ -1,0 +1,23 @@
+// The Python kernels of a backend folder (docs/backends.md, "Python kernels"): turned into kernels by
+// the Python bridge (python/bridge.h), which the loader opens once per backend and only when needed.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "backends/compiler.h"
+#include "backends/loader.h"
+
+namespace bb::backends {
+
+struct PythonBridge {
+  bool tried = false;
+  const void* bridge = nullptr;  // a python::Bridge, once opened
+  std::string why;               // why there is none
+};
+
+// Adds the folder's kernels to `out` (one per overload for BackendBench's earlier layout), or its problems.
+void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge& bridge, std::set<std::string>& taken,
+                         Backend& out);
+
+}  // namespace bb::backends

@@ -1,0 +1,2 @@
+def sigmoid__default_kernel_impl(x)
+    return x

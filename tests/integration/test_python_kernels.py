@@ -1,0 +1,140 @@
+"""Python kernels under the preload (issue 15): BackendBench's folder layouts loaded unchanged and our
+@bbshim.kernel form, with the guarantees C++ kernels have — routing, decline, failure falling back to
+native with a count, the native-call watch (through torch.* calls in Python too), shadow mode, the
+summary — and bad files reported per op while the rest loads. tests/backends/python holds the kernels."""
+import sys
+import unittest
+
+from support import BUILD, PYTHON, ROOT, TempDirTest, base_env, preload_env, run
+from test_routing import summary_row
+
+PY_BACKEND = ROOT / "tests" / "backends" / "python"
+BRIDGE = BUILD / "lib" / "libbbshim_python.so"
+
+PROGRAM = """
+import torch
+x = torch.tensor([-1.5, 0.0, 2.0])
+print(torch.relu(x).tolist())
+print(torch.add(x, x, alpha=2).tolist(), torch.add(x, 1.0).tolist())
+print(torch.mul(x, x).tolist(), torch.mul(x.double(), x.double()).tolist())
+print([round(v, 4) for v in torch.cos(x).tolist()])
+print(torch.neg(x).tolist(), torch.abs(x).tolist(), torch.exp(torch.zeros(2)).tolist(), torch.exp(torch.zeros(2)).tolist())
+print(torch.sigmoid(torch.zeros(1)).tolist(), torch.tanh(torch.zeros(1)).tolist(), torch.sin(torch.zeros(1)).tolist())
+"""
+NATIVE_OUTPUT = None  # PROGRAM's output without the preload, computed once
+
+
+class PythonKernels(TempDirTest):
+    def route(self, code, backend=PY_BACKEND, **bb):
+        summary = self.dir / "summary.txt"
+        env = preload_env(BB_BACKEND=backend, BB_SUMMARY=summary, BB_TRACE="off", **bb)
+        r = run([PYTHON, "-c", code], env, cwd=self.dir, timeout=300)
+        return r, summary.read_text() if summary.exists() else ""
+
+    def native(self):
+        global NATIVE_OUTPUT
+        if NATIVE_OUTPUT is None:
+            r = run([PYTHON, "-c", PROGRAM], preload_env(BB_TRACE="off"), cwd=self.dir)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            NATIVE_OUTPUT = r.stdout
+        return NATIVE_OUTPUT
+
+    def test_every_form_and_behaviour_of_python_kernels(self):
+        r, s = self.route(PROGRAM)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # The program sees native's results wherever a kernel was caught, declined or failed, and never
+        # what a kernel printed while importing.
+        self.assertEqual(r.stdout, self.native())
+        self.assertNotIn("importing the cos kernel", r.stdout)
+        rows = {op: summary_row(s, op) for op in ("aten::relu", "aten::add.Tensor", "aten::mul.Tensor", "aten::cos",
+                                                  "aten::neg", "aten::abs", "aten::exp", "aten::sigmoid",
+                                                  "aten::tanh", "aten::sin")}
+        # BackendBench's layout (the first implementation file in sorted order: _v2 raises at import).
+        # (abs's kernel calls torch.relu twice: those calls are routed too, inside it.)
+        relu = rows["aten::relu"]
+        self.assertEqual((relu["calls"], relu["routed"], relu["errors"]), ("3", "3", "0"))
+        # BackendBench's earlier layout, a folder per op: each functional overload of aten::add.
+        self.assertIn("aten::add.Scalar", s)
+        self.assertNotIn("aten::add.out", s)
+        self.assertEqual(rows["aten::add.Tensor"]["errors"], "0")
+        self.assertGreaterEqual(int(rows["aten::add.Tensor"]["routed"]), 2)
+        # @bbshim.kernel, declining with bbshim.Decline.
+        self.assertEqual((rows["aten::mul.Tensor"]["routed"], rows["aten::mul.Tensor"]["declined"]), ("1", "1"))
+        self.assertIn("aten::mul.Tensor: first decline: same-shape float32 only", s)
+        # Printing at import: said on stderr, the kernel still used.
+        self.assertEqual(rows["aten::cos"]["routed"], "1")
+        self.assertRegex(r.stderr, r"cos__default_implementation.py printed 25 characters to stdout while importing")
+        # The native-call watch: the op itself through torch.neg, and other compute ops through torch.relu.
+        self.assertIn("aten::neg: kernel calls aten::neg itself", s)
+        self.assertEqual(rows["aten::neg"]["routed"], "0")
+        self.assertIn("aten::abs: kernel calls aten::relu (a compute op)", s)
+        self.assertEqual((rows["aten::abs"]["routed"], rows["aten::abs"]["native"]), ("0", "1"))
+        # A raising kernel: native runs, every failure counted, said once.
+        self.assertEqual(rows["aten::exp"]["errors"], "2")
+        self.assertIn("aten::exp: first error: RuntimeError: exp kernel failed on purpose", s)
+        self.assertEqual(r.stderr.count("generated kernel for aten::exp"), 1, r.stderr)
+        # Bad files, each reported for its op with the file and what was expected.
+        folder = PY_BACKEND
+        self.assertIn(f"aten::sigmoid: first error: {folder}/sigmoid__default/sigmoid__default_implementation.py: "
+                      "cannot import it: SyntaxError: ", s)
+        self.assertIn(f"aten::tanh: first error: {folder}/tanh__default/tanh__default_implementation.py: no function "
+                      "named tanh__default_kernel_impl (BackendBench's layout: ", s)
+        self.assertIn(f"aten::sin: first error: {folder}/sin__default/sin__default_implementation.py: "
+                      "sin__default_kernel_impl() cannot take the 1 positional arguments of aten::sin(Tensor self)", s)
+        for op in ("aten::sigmoid", "aten::tanh", "aten::sin"):
+            self.assertEqual((rows[op]["routed"], rows[op]["errors"]), ("0", "1"), op)
+
+    def test_shadow_mode_compares_a_python_kernel_with_native(self):
+        policy = self.dir / "policy.yaml"
+        policy.write_text("version: 1\nops:\n  aten::relu: {mode: shadow}\n  aten::mul.Tensor: {mode: shadow}\n")
+        r, s = self.route("import torch\nx = torch.randn(64)\nfor _ in range(3):\n    torch.mul(torch.relu(x), x)\n",
+                          BB_POLICY=policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(summary_row(s, "aten::relu")["mismatch"], "0/3")
+        self.assertEqual(summary_row(s, "aten::mul.Tensor")["mismatch"], "0/3")
+
+    def test_a_python_kernel_in_a_training_step(self):
+        # relu routed to Python inside forward and backward passes of a small model; the losses equal native's.
+        code = ("import torch\ntorch.manual_seed(0)\n"
+                "m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))\n"
+                "opt = torch.optim.SGD(m.parameters(), lr=0.1)\nx, y = torch.randn(32, 8), torch.randn(32, 1)\n"
+                "for _ in range(3):\n"
+                "    loss = torch.nn.functional.mse_loss(m(x), y)\n    opt.zero_grad()\n    loss.backward()\n"
+                "    opt.step()\n    print(f'{loss.item():.6f}')\n")
+        native = run([PYTHON, "-c", code], preload_env(BB_TRACE="off"), cwd=self.dir)
+        r, s = self.route(code)
+        self.assertEqual((r.returncode, r.stdout), (0, native.stdout), r.stderr)
+        self.assertEqual(summary_row(s, "aten::relu")["routed"], "3")
+
+    def test_a_mixed_folder_and_a_python_kernel_in_a_program_without_the_op(self):
+        # One folder mixing kinds across ops: a C++ kernel next to a Python one; a folder holding both is refused.
+        backend = self.dir / "mixed"
+        (backend / "relu__default").mkdir(parents=True)
+        (backend / "relu__default" / "relu__default_implementation.py").write_text(
+            (PY_BACKEND / "relu__default" / "relu__default_implementation_v1.py").read_text())
+        (backend / "neg__default").mkdir()
+        (backend / "neg__default" / "neg.cpp").write_text(
+            "#include <ATen/ATen.h>\n#include <bb/kernel.h>\n"
+            "at::Tensor neg(const at::Tensor& x) { throw bb::Decline(\"never mind\"); }\nBB_KERNEL(\"aten::neg\", neg);\n")
+        (backend / "exp__default").mkdir()
+        (backend / "exp__default" / "exp.cpp").write_text("")
+        (backend / "exp__default" / "exp__default_implementation.py").write_text("")
+        r, s = self.route("import torch\nx = torch.tensor([-1., 2.])\nprint(torch.relu(x).tolist(), torch.neg(x).tolist())",
+                          backend=backend)
+        self.assertEqual((r.returncode, r.stdout), (0, "[0.0, 2.0] [1.0, -2.0]\n"), r.stderr)
+        self.assertEqual(summary_row(s, "aten::relu")["routed"], "1")
+        self.assertEqual(summary_row(s, "aten::neg")["declined"], "1")
+        self.assertIn("exp__default: holds both C++/CUDA and Python kernels; keep one kind per op folder", r.stderr)
+
+    def test_bbreplay_says_it_cannot_run_python_kernels_yet(self):
+        trace = ROOT / "tests" / "data" / "torchbench" / "resnet18_training.txt"
+        r = run([BUILD / "bin" / "bbreplay", trace, "--backend", PY_BACKEND, "--ops", "aten::relu_", "--check-only",
+                 "--json", self.dir / "r.json"], base_env(), cwd=self.dir, timeout=300)
+        self.assertIn("relu__default: Python kernels need a Python interpreter in the process", r.stderr)
+
+
+if __name__ == "__main__":
+    if not BRIDGE.exists():  # CMake found no Python headers (scripts/setup.sh installs python3-dev)
+        print(f"skipped: {BRIDGE} was not built: CMake found no Python headers (python3-dev)")
+        sys.exit(77)
+    unittest.main()
