@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -68,10 +69,55 @@ struct Options {
 
 using Usage = tool::UsageError;
 
-std::string exe_path() {
+// This library (libbbreplay.so) and its folder: bbreplay's own files are found from here, not from
+// /proc/self/exe, which is python when bbreplay runs inside a Python host.
+std::string library_path() {
+  Dl_info info;
   char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "bbreplay";
+  if (::dladdr(reinterpret_cast<void*>(&library_path), &info) && info.dli_fname && ::realpath(info.dli_fname, buf))
+    return buf;
+  return "libbbreplay.so";
+}
+std::string lib_dir() {
+  const std::string lib = library_path();
+  return lib.find('/') == std::string::npos ? "." : lib.substr(0, lib.rfind('/'));
+}
+std::string exe_path() { return lib_dir() + "/../bin/bbreplay"; }
+
+// Python kernels run in a process that hosts Python (docs/backends.md): when the backend has any and
+// this process has no interpreter, bbreplay runs itself again inside the Python the build is for, which
+// imports torch and calls bbreplay_main through ctypes (the GIL released; the bridge takes it per call).
+// Workers are started as bbreplay too and do the same.
+constexpr const char* kPythonHost =
+    "import ctypes, os, sys\n"
+    "import torch\n"
+    "lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)\n"
+    "args = [a.encode() for a in sys.argv[2:]]\n"
+    "argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)\n"
+    "rc = lib.bbreplay_main(len(args), argv)\n"
+    "sys.stdout.flush(); sys.stderr.flush()\n"
+    "os._exit(rc)\n";
+
+bool python_hosted() { return ::dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr; }
+
+bool has_python_kernels(const std::string& dir) {
+  std::vector<std::string> problems;
+  for (const auto& d : backends::scan_backend(dir, problems))
+    if (!d.python.empty()) return true;
+  return false;
+}
+
+// Returns only when the Python host cannot be started (then: why).
+std::string run_in_python(int argc, char** argv) {
+  std::vector<std::string> args = {BB_PYTHON, "-c", kPythonHost, library_path(), exe_path()};
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<char*> ptrs;
+  for (auto& a : args) ptrs.push_back(a.data());
+  ptrs.push_back(nullptr);
+  // (exec keeps the pid: a host that still finds no interpreter sees its own pid here and stops)
+  ::setenv("BB_REPLAY_PYTHON_HOST", std::to_string(::getpid()).c_str(), 1);
+  ::execv(ptrs[0], ptrs.data());
+  return std::string("cannot start ") + BB_PYTHON + " to host the backend's Python kernels: " + strerror(errno);
 }
 
 std::vector<std::string> parse_variants(const std::string& list) {
@@ -139,9 +185,8 @@ Setup set_up(const Options& o, bool worker) {
   s.run.budget_seconds = o.budget;
   s.run.precision = o.precision;
   if (s.has_backend) {
-    std::string exe = exe_path();
-    auto tc =
-        backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, exe.substr(0, exe.rfind('/')) + "/../include", "");
+    auto tc = backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, lib_dir() + "/../include", "");
+    tc.python_bridge = lib_dir() + "/libbbshim_python.so";
     // A policy reads like data, but its backend: key makes bbreplay compile and run that folder's code.
     if (!quiet && o.backend.empty())
       std::cerr << "bbreplay: the policy " << o.policy << " names the backend " << dir
@@ -593,7 +638,8 @@ void load_torch_cuda() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The whole of bbreplay; replay/bbreplay_main.cpp is its executable, and a Python host calls it too.
+extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "merge") return merge_main(argc - 1, argv + 1);  // (no torch needed)
   load_torch_cuda();
   Options o;
@@ -683,6 +729,16 @@ int main(int argc, char** argv) {
   app.add_flag("--worker", o.worker, "internal: serve cases on stdin")->group("");
   if (auto status = tool::parse(app, argc, argv)) return *status;
   return tool::run("bbreplay", [&] {
+    if (!python_hosted()) {
+      std::string dir = o.backend;
+      if (dir.empty() && !o.policy.empty()) dir = policy::load_policy(o.policy).backend.value_or("");
+      if (!dir.empty() && has_python_kernels(dir)) {
+        const char* host = std::getenv("BB_REPLAY_PYTHON_HOST");
+        if (host && std::to_string(::getpid()) == host)
+          throw Usage(BB_PYTHON " runs bbreplay without Python's symbols visible: cannot run Python kernels");
+        throw Usage(run_in_python(argc, argv));
+      }
+    }
     if (o.worker) return worker_main(o);
     Setup s = set_up(o, false);
     if (s.cases.empty()) throw Usage("no case to run: no op of the trace matches --ops");

@@ -5,7 +5,7 @@ summary — and bad files reported per op while the rest loads. tests/backends/p
 import sys
 import unittest
 
-from support import BUILD, PYTHON, ROOT, TempDirTest, base_env, preload_env, run
+from support import BUILD, PYTHON, ROOT, ReplayOfProgram, TempDirTest, preload_env, run
 from test_routing import summary_row
 
 PY_BACKEND = ROOT / "tests" / "backends" / "python"
@@ -126,11 +126,60 @@ class PythonKernels(TempDirTest):
         self.assertEqual(summary_row(s, "aten::neg")["declined"], "1")
         self.assertIn("exp__default: holds both C++/CUDA and Python kernels; keep one kind per op folder", r.stderr)
 
-    def test_bbreplay_says_it_cannot_run_python_kernels_yet(self):
-        trace = ROOT / "tests" / "data" / "torchbench" / "resnet18_training.txt"
-        r = run([BUILD / "bin" / "bbreplay", trace, "--backend", PY_BACKEND, "--ops", "aten::relu_", "--check-only",
-                 "--json", self.dir / "r.json"], base_env(), cwd=self.dir, timeout=300)
-        self.assertIn("relu__default: Python kernels need a Python interpreter in the process", r.stderr)
+
+
+CHEATS = ROOT / "tests" / "cheats" / "python"
+CHEAT_FLAGS = {  # folder: (op, flag)
+    "native_call": ("aten::relu", "native-call"),
+    "cached_result": ("aten::relu", "cached-result"),
+    "aliasing": ("aten::clone", "aliasing"),
+    "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
+    "input_mutation": ("aten::relu", "input-mutation"),
+}
+REPLAYED = """
+import torch
+torch.manual_seed(0)
+x = torch.randn(64, 33)
+torch.relu(x)
+x.clone()
+torch.mul(torch.randn(64, 33), torch.randn(64, 33))
+torch.cos(torch.randn(100))
+torch.exp(torch.randn(10))
+torch.sin(torch.randn(10))
+"""
+
+
+class ReplayOfPythonKernels(ReplayOfProgram):
+    """bbreplay runs Python kernels in a Python host (item 3): the same checks as for C++ kernels."""
+    PROGRAM = REPLAYED
+
+    def test_honest_python_kernels_pass_and_bad_ones_fail_with_the_reason(self):
+        data, r = self.replay("--backend", PY_BACKEND, "--device", "cpu", "--check-only", "--variants", "traced")
+        by_op = {}
+        for c in data["cases"]:
+            by_op.setdefault(c["op"], []).append(c)
+        for op in ("aten::relu", "aten::cos", "aten::mul.Tensor"):
+            self.assertTrue(by_op.get(op), (op, r.stdout[-2000:], r.stderr[-2000:]))
+            for c in by_op[op]:
+                self.assertEqual((c["status"], c["flags"]), ("passed", []), c)
+        for c in by_op["aten::exp"]:
+            self.assertNotEqual(c["status"], "passed", c)
+            self.assertIn("exp kernel failed on purpose", c["message"], c)
+        for c in by_op["aten::sin"]:
+            self.assertNotEqual(c["status"], "passed", c)
+            self.assertIn("cannot take the 1 positional arguments", c["message"], c)
+
+    def test_every_python_cheat_is_flagged_by_name(self):
+        for folder, (op, flag) in CHEAT_FLAGS.items():
+            with self.subTest(cheat=folder):
+                data, r = self.replay("--backend", CHEATS / folder, "--ops", op, "--variants", "traced",
+                                      "--device", "cpu", "--check-only")
+                self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+                cases = [c for c in data["cases"] if c["op"] == op]
+                self.assertTrue(cases, r.stderr[-2000:])
+                for c in cases:
+                    self.assertEqual(c["status"], "failed", c)
+                    self.assertIn(flag, c["flags"], c)
 
 
 if __name__ == "__main__":
