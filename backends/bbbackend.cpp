@@ -41,8 +41,13 @@ int main(int argc, char** argv) {
   if (jobs > 0) tc.jobs = jobs;
   bb::backends::Backend backend = bb::backends::load_backend(dir, tc);
   for (const auto& k : backend.kernels) std::cout << "ok       " << k.op << "  (" << k.source << ")\n";
+  for (const auto& p : backend.python_elsewhere)
+    std::cout << "python   " << p << " (imported on the op's first call in a Python process: not built here)\n";
   for (const auto& p : backend.problems) std::cout << "problem  " << p << "\n";
-  std::cout << backend.kernels.size() << " kernels usable, " << backend.problems.size() << " problems; cache "
+  const size_t py = backend.python_elsewhere.size();
+  std::cout << backend.kernels.size() << " kernels usable, "
+            << (py ? std::to_string(py) + " Python folders (not imported here), " : std::string()) << backend.problems.size()
+            << " problems; cache "
             << tc.cache_dir << "\n";
-  return backend.problems.empty() && !backend.kernels.empty() ? 0 : 1;
+  return backend.problems.empty() && !(backend.kernels.empty() && backend.python_elsewhere.empty()) ? 0 : 1;
 }

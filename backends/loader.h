@@ -28,6 +28,9 @@ struct Backend {
   std::vector<std::string> problems;            // one message per kernel that could not be used
   std::vector<std::string> ops;                 // every op with a kernel folder, usable or not
   std::map<std::string, std::string> unusable;  // op -> the first problem of its folder, if it has no kernel
+  // Folders of Python kernels, when this process has no Python interpreter to import them in (bbbackend):
+  // "<folder>: <files>", neither kernels nor problems here.
+  std::vector<std::string> python_elsewhere;
 };
 
 // Why `op` cannot be routed at BackendSelect, or "" when it can (then *handle is set).

@@ -14,10 +14,7 @@ const python::Bridge* open_bridge(const Toolchain& tc, PythonBridge& b) {
   if (b.tried) return static_cast<const python::Bridge*>(b.bridge);
   b.tried = true;
   struct stat st;
-  if (!::dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
-    b.why = "need a Python interpreter in the process: they run under the preload inside a Python program "
-            "(bbreplay does not run Python kernels yet)";
-  } else if (tc.python_bridge.empty() || ::stat(tc.python_bridge.c_str(), &st) != 0) {
+  if (tc.python_bridge.empty() || ::stat(tc.python_bridge.c_str(), &st) != 0) {
     b.why = "need bbshim's Python bridge (libbbshim_python.so), which this build lacks: it is built when CMake "
             "finds Python's headers (python3-dev)";
   } else if (void* lib = ::dlopen(tc.python_bridge.c_str(), RTLD_NOW | RTLD_LOCAL); !lib) {
@@ -62,6 +59,11 @@ void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge
   const std::vector<std::string> ops = dir.every_overload ? overloads_of(dir.op) : std::vector<std::string>{dir.op};
   if (ops.empty()) {
     out.problems.push_back(dir.path + ": " + dir.op + " is not an op of this torch (BackendBench's folder per op)");
+    return;
+  }
+  if (!::dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {  // (the preload and bbreplay always have one)
+    out.python_elsewhere.push_back(dir.path + ": " + dir.python.front() +
+                                   (dir.python.size() > 1 ? " and " + std::to_string(dir.python.size() - 1) + " more" : ""));
     return;
   }
   const python::Bridge* bridge = open_bridge(tc, b);

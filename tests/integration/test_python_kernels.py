@@ -5,7 +5,7 @@ summary — and bad files reported per op while the rest loads. tests/backends/p
 import sys
 import unittest
 
-from support import BUILD, PYTHON, ROOT, ReplayOfProgram, TempDirTest, preload_env, run
+from support import BUILD, PYTHON, ROOT, ReplayOfProgram, TempDirTest, base_env, preload_env, run
 from test_routing import summary_row
 
 PY_BACKEND = ROOT / "tests" / "backends" / "python"
@@ -125,6 +125,14 @@ class PythonKernels(TempDirTest):
         self.assertEqual(summary_row(s, "aten::relu")["routed"], "1")
         self.assertEqual(summary_row(s, "aten::neg")["declined"], "1")
         self.assertIn("exp__default: holds both C++/CUDA and Python kernels; keep one kind per op folder", r.stderr)
+
+
+    def test_bbbackend_lists_python_folders_without_importing_them(self):
+        r = run([BUILD / "bin" / "bbbackend", "build", PY_BACKEND], base_env(), cwd=self.dir, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"python   {PY_BACKEND}/relu__default: {PY_BACKEND}/relu__default/relu__default_implementation_v1.py "
+                      "(imported on the op's first call in a Python process: not built here)", r.stdout)
+        self.assertIn("0 kernels usable, 10 Python folders (not imported here), 0 problems", r.stdout)
 
 
 
