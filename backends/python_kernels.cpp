@@ -61,7 +61,7 @@ void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge
     out.problems.push_back(dir.path + ": " + dir.op + " is not an op of this torch (BackendBench's folder per op)");
     return;
   }
-  if (!::dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {  // (the preload and bbreplay always have one)
+  if (!::dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {  // bbbackend, or the preload in a program that is not Python
     out.python_elsewhere.push_back(dir.path + ": " + dir.python.front() +
                                    (dir.python.size() > 1 ? " and " + std::to_string(dir.python.size() - 1) + " more" : ""));
     return;

@@ -138,6 +138,8 @@ void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
   tc.python_bridge = std::string(boot.lib_dir) + "/libbbshim_python.so";  // for folders of Python kernels
   backends::Backend backend = backends::load_backend(dir, tc);
   for (const auto& problem : backend.problems) log::warn("backend " + problem);
+  for (const auto& folder : backend.python_elsewhere)
+    log::warn("backend " + folder + ": Python kernels, and this program runs no Python interpreter: not routed");
   const int routed = start_routing(std::move(backend), std::move(pol), named_by_policy);
   g_summary_path = new std::string(cfg.summary);
   log::info("routing " + std::to_string(routed) + " ops to the backend in " + dir);
