@@ -21,7 +21,9 @@ LAUNCHER = ROOT / "scripts" / "bbreplay_ray.py"
 
 
 def shard_processes(part):
-    """(pid, parent pid) of each bbreplay parent process running --shard `part` (its workers left out)."""
+    """(pid, parent pid) of each bbreplay parent process the launcher runs for --shard `part` (its workers
+    left out). Only the launcher's, found by their folder (run_part's bbreplay-part-*): integration.shard
+    runs `bbreplay --shard 1/3` at the same time, and killing its parent killed that test."""
     found = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -29,9 +31,11 @@ def shard_processes(part):
         try:
             argv = (d / "cmdline").read_bytes().split(b"\0")
             stat = (d / "stat").read_text()
+            cwd = os.readlink(d / "cwd")
         except OSError:
             continue
-        if argv[0].endswith(b"bbreplay") and part.encode() in argv and b"--worker" not in argv:
+        if argv[0].endswith(b"bbreplay") and part.encode() in argv and b"--worker" not in argv \
+                and Path(cwd).name.startswith("bbreplay-part-"):
             found.append((int(d.name), int(stat.rsplit(")", 1)[1].split()[1])))
     return found
 
