@@ -270,7 +270,7 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
   }
   for (const auto& name : list_dir(dir)) {
     const std::string path = dir + "/" + name;
-    if (!is_dir(path) || starts_with(name, ".") || name == "__pycache__") continue;
+    if (!is_dir(path) || name == "__pycache__") continue;  // (list_dir leaves out hidden names)
     const std::vector<std::string> files = list_dir(path);
     const std::vector<std::string> backendbench = backendbench_files(name, files);
     auto op = op_from_folder(name);
@@ -290,9 +290,9 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
     for (const auto& f : files) {
       if (ends_with(f, ".cpp") || ends_with(f, ".cu")) k.sources.push_back(f);
       if (ends_with(f, ".so")) k.prebuilt.push_back(path + "/" + f);
-      if (ends_with(f, ".py") && !starts_with(f, ".") && backendbench.empty()) k.python.push_back(path + "/" + f);
+      if (ends_with(f, ".py")) k.python.push_back(path + "/" + f);
     }
-    if (!backendbench.empty()) {
+    if (!backendbench.empty()) {  // BackendBench's file, not every .py file (@bbshim.kernel ones)
       k.python = {path + "/" + backendbench.front()};
       k.python_symbol = name + "_kernel_impl";
     }

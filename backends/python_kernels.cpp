@@ -54,6 +54,8 @@ std::string module_prefix(const std::string& folder) {
 
 }  // namespace
 
+bool python_in_process() { return ::dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr; }
+
 void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge& b, std::set<std::string>& taken,
                          Backend& out) {
   const std::vector<std::string> ops = dir.every_overload ? overloads_of(dir.op) : std::vector<std::string>{dir.op};
@@ -61,7 +63,7 @@ void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge
     out.problems.push_back(dir.path + ": " + dir.op + " is not an op of this torch (BackendBench's folder per op)");
     return;
   }
-  if (!::dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {  // bbbackend, or the preload in a program that is not Python
+  if (!python_in_process()) {  // bbbackend, or the preload in a program that is not Python
     out.python_elsewhere.push_back(dir.path + ": " + dir.python.front() +
                                    (dir.python.size() > 1 ? " and " + std::to_string(dir.python.size() - 1) + " more" : ""));
     return;

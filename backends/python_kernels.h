@@ -16,6 +16,9 @@ struct PythonBridge {
   std::string why;               // why there is none
 };
 
+// Whether this process runs a Python interpreter (a Python program, or bbreplay in its Python host).
+bool python_in_process();
+
 // Adds the folder's kernels to `out` (one per overload for BackendBench's earlier layout), or its problems.
 void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge& bridge, std::set<std::string>& taken,
                          Backend& out);

@@ -33,6 +33,7 @@
 
 #include "backends/content_hash.h"
 #include "backends/loader.h"
+#include "backends/python_kernels.h"
 #include "replay/case_json.h"
 #include "replay/cases.h"
 #include "replay/cupti_call_timer.h"
@@ -97,8 +98,6 @@ constexpr const char* kPythonHost =
     "rc = lib.bbreplay_main(len(args), argv)\n"
     "sys.stdout.flush(); sys.stderr.flush()\n"
     "os._exit(rc)\n";
-
-bool python_hosted() { return ::dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr; }
 
 bool has_python_kernels(const std::string& dir) {
   std::vector<std::string> problems;
@@ -729,7 +728,7 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
   app.add_flag("--worker", o.worker, "internal: serve cases on stdin")->group("");
   if (auto status = tool::parse(app, argc, argv)) return *status;
   return tool::run("bbreplay", [&] {
-    if (!python_hosted()) {
+    if (!backends::python_in_process()) {
       std::string dir = o.backend;
       if (dir.empty() && !o.policy.empty()) dir = policy::load_policy(o.policy).backend.value_or("");
       if (!dir.empty() && has_python_kernels(dir)) {
