@@ -185,9 +185,12 @@ class DeviceTime(TempDirTest):
         (mm,) = entries(t, "aten::mm")
         self.assertEqual(mm["count"], int(r.stdout.split()[-1]))
         d = mm["device_time"]
-        # A tenth of the run: every timed call lay inside a window; at most one per edge was cut.
+        # A tenth of the run: every timed call lay inside a window. Cut, in this one-thread loop of
+        # un-nested calls: at most three per window — the call its opening falls in, and on closing
+        # the call the edge falls in and one begun while the records were going off (CuptiSession::
+        # window moves the epoch twice when it closes). Seen on the H200 under ctest -j2: 78 in 38.
         self.assertTrue(0.03 * mm["count"] < d["calls"] < 0.3 * mm["count"], (d, mm["count"]))
-        self.assertLessEqual(timing["cut_calls"], 2 * timing["windows"], timing)
+        self.assertLessEqual(timing["cut_calls"], 3 * timing["windows"], timing)
         self.assertGreaterEqual(timing["calls_timed"], d["calls"])
         # The times themselves are those of timing every call.
         (mm_full,) = entries(full, "aten::mm")
