@@ -252,12 +252,20 @@ namespace {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
-// BackendBench's files in a folder named `name`: <name>_implementation*.py, sorted.
+// BackendBench's files in a folder named `name`: <name>_implementation*.py, .cpp or .cu, sorted.
 std::vector<std::string> backendbench_files(const std::string& name, const std::vector<std::string>& files) {
   std::vector<std::string> out;
   for (const auto& f : files)
-    if (starts_with(f, name + "_implementation") && ends_with(f, ".py")) out.push_back(f);
+    if (starts_with(f, name + "_implementation") && (ends_with(f, ".py") || ends_with(f, ".cpp") || ends_with(f, ".cu")))
+      out.push_back(f);
   return out;
+}
+
+// What BackendBench imports of a folder `name` whose first implementation file is `first`: a Python
+// file exports <name>_kernel_impl; a .cpp/.cu pair (the file and its twin of the other extension, built
+// with torch's load_inline by the Python bridge) binds a function named as the folder.
+std::string backendbench_symbol(const std::string& name, const std::string& first) {
+  return ends_with(first, ".py") ? name + "_kernel_impl" : name;
 }
 
 }  // namespace
@@ -275,7 +283,8 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
     const std::vector<std::string> backendbench = backendbench_files(name, files);
     auto op = op_from_folder(name);
     if (!op && !backendbench.empty()) {  // BackendBench's earlier layout: one folder per op
-      KernelDir k{"aten::" + name, path, {}, {}, {path + "/" + backendbench.front()}, name + "_kernel_impl", true};
+      KernelDir k{"aten::" + name, path, {}, {}, {path + "/" + backendbench.front()},
+                  backendbench_symbol(name, backendbench.front()), true};
       out.push_back(std::move(k));
       continue;
     }
@@ -294,7 +303,10 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
     }
     if (!backendbench.empty()) {  // BackendBench's file, not every .py file (@bbshim.kernel ones)
       k.python = {path + "/" + backendbench.front()};
-      k.python_symbol = name + "_kernel_impl";
+      k.python_symbol = backendbench_symbol(name, backendbench.front());
+      // Its .cpp/.cu pair is load_inline's, not a BB_KERNEL source (those are named otherwise).
+      auto theirs = [&](const std::string& f) { return starts_with(f, name + "_implementation"); };
+      k.sources.erase(std::remove_if(k.sources.begin(), k.sources.end(), theirs), k.sources.end());
     }
     if (!k.python.empty() && (!k.sources.empty() || !k.prebuilt.empty())) {
       problems.push_back(path + ": holds both C++/CUDA and Python kernels; keep one kind per op folder");

@@ -31,8 +31,9 @@ struct KernelDir {
   std::vector<std::string> sources;   // *.cpp, *.cu (sorted)
   std::vector<std::string> prebuilt;  // *.so shipped in the folder
   // Python kernels (docs/backends.md): the files to import, in order, and the function they export
-  // (BackendBench's <folder>/<folder>_implementation*.py, the first in sorted order, exporting
-  // <folder>_kernel_impl), or every .py file and "" when they register with @bbshim.kernel.
+  // (BackendBench's <folder>/<folder>_implementation*.{py,cpp,cu}, the first in sorted order: a .py
+  // exporting <folder>_kernel_impl, or a .cpp/.cu pair built by torch's load_inline in the Python
+  // bridge, binding <folder>), or every .py file and "" when they register with @bbshim.kernel.
   std::vector<std::string> python;
   std::string python_symbol;
   bool every_overload = false;  // BackendBench's earlier layout, a folder per op (relu/, add_/): `op` has no

@@ -50,6 +50,8 @@ def kernel(op):
 
 def _import(path, name):
     import contextlib, importlib.util, io, sys
+    if path.endswith((".cpp", ".cu")):
+        return _load_inline(path), "", []
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"not a Python file Python can import: {path}")
@@ -64,6 +66,30 @@ def _import(path, name):
         del sys.modules[name]
         raise
     return module, printed.getvalue(), _registered[before:]
+
+
+def _load_inline(path):
+    """BackendBench's C++/CUDA form: <base>.cpp and <base>.cu (either may be missing) built by torch's
+    load_inline, binding the function named as the folder. The module's name carries a hash of the
+    sources: torch's extension cache builds each version once, and two backends never share a build."""
+    import contextlib, hashlib, io, os
+    from torch.utils.cpp_extension import load_inline
+    base, folder = path.rsplit(".", 1)[0], os.path.basename(os.path.dirname(os.path.abspath(path)))
+    sources = {}
+    for ext in (".cpp", ".cu"):
+        if os.path.exists(base + ext):
+            with open(base + ext) as f:
+                sources[ext] = f.read()
+    digest = hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest()[:16]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return load_inline(name=f"bb_{folder}_{digest}", cpp_sources=sources.get(".cpp", ""),
+                               cuda_sources=sources.get(".cu", ""), functions=[folder], no_implicit_headers=True)
+    except RuntimeError as e:  # the compiler's error lines first: its command lines say little
+        errors = [line.strip() for line in str(e).splitlines() if "error" in line and not line.startswith("FAILED")]
+        if not errors:
+            raise
+        raise RuntimeError("; ".join(errors[:3])) from None
 
 
 def _cannot_take(fn, positional):
@@ -106,6 +132,14 @@ std::string normalized(std::string op) {
   if (op.size() > dflt.size() && op.compare(op.size() - dflt.size(), dflt.size(), dflt) == 0)
     op.resize(op.size() - dflt.size());
   return op;
+}
+
+// BackendBench's .cpp/.cu form (bbshim's _load_inline), not a Python file.
+bool built_by_load_inline(const std::string& file) {
+  auto ends = [&file](const std::string& ext) {
+    return file.size() > ext.size() && file.compare(file.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  return ends(".cpp") || ends(".cu");
 }
 
 std::string python_error(py::error_already_set& e) {
@@ -188,7 +222,8 @@ struct PythonKernel final : c10::OperatorKernel {
       try {
         r = m.attr("_import")(file, spec.module_prefix + std::to_string(k)).cast<py::tuple>();
       } catch (py::error_already_set& e) {
-        problem = file + ": cannot import it: " + python_error(e);
+        problem = file + (built_by_load_inline(file) ? ": cannot build it (load_inline): " : ": cannot import it: ") +
+                  python_error(e);
         return;
       }
       const std::string printed = py::str(r[1]);
@@ -199,7 +234,8 @@ struct PythonKernel final : c10::OperatorKernel {
       if (!spec.symbol.empty()) {
         if (!py::hasattr(module, spec.symbol.c_str())) {
           problem = file + ": no function named " + spec.symbol +
-                    " (BackendBench's layout: <folder>/<folder>_implementation*.py exports <folder>_kernel_impl)";
+                    " (BackendBench's layout: <folder>/<folder>_implementation*.py exports <folder>_kernel_impl; "
+                    "a .cpp/.cu pair defines <folder>)";
           return;
         }
         registered.push_back(module.attr(spec.symbol.c_str()));

@@ -2,6 +2,7 @@
 @bbshim.kernel form, with the guarantees C++ kernels have — routing, decline, failure falling back to
 native with a count, the native-call watch (through torch.* calls in Python too), shadow mode, the
 summary — and bad files reported per op while the rest loads. tests/backends/python holds the kernels."""
+import os
 import sys
 import unittest
 
@@ -9,6 +10,8 @@ from support import BUILD, PYTHON, ROOT, ReplayOfProgram, TempDirTest, base_env,
 from test_routing import summary_row
 
 PY_BACKEND = ROOT / "tests" / "backends" / "python"
+LOAD_INLINE = ROOT / "tests" / "backends" / "backendbench_cpp"
+EXTENSIONS = BUILD / "torch-extensions"  # torch's load_inline builds (TORCH_EXTENSIONS_DIR)
 BRIDGE = BUILD / "lib" / "libbbshim_python.so"
 
 PROGRAM = """
@@ -127,6 +130,19 @@ class PythonKernels(TempDirTest):
         self.assertIn("exp__default: holds both C++/CUDA and Python kernels; keep one kind per op folder", r.stderr)
 
 
+    def test_backendbench_cpp_pairs_are_built_by_load_inline(self):
+        # BackendBench's C++/CUDA form: neg's .cpp (sorted before a _v2.py that must not be imported) is built
+        # by torch's load_inline and routed; exp's does not compile: its calls fall back, the error is said.
+        r, s = self.route("import torch\nx = torch.tensor([-1.5, 0.0, 2.0])\n"
+                          "print(torch.neg(x).tolist(), torch.exp(torch.zeros(2)).tolist())",
+                          backend=LOAD_INLINE, TORCH_EXTENSIONS_DIR=EXTENSIONS)
+        self.assertEqual((r.returncode, r.stdout), (0, "[1.5, -0.0, -2.0] [1.0, 1.0]\n"), r.stderr)
+        self.assertEqual(summary_row(s, "aten::neg")["routed"], "1", s)
+        self.assertEqual((summary_row(s, "aten::exp")["routed"], summary_row(s, "aten::exp")["errors"]), ("0", "1"), s)
+        self.assertIn(f"aten::exp: first error: {LOAD_INLINE}/exp__default/exp__default_implementation.cpp: cannot "
+                      "build it (load_inline): ", s)
+        self.assertIn("this_is_not_declared", r.stderr)
+
     def test_bbbackend_lists_python_folders_without_importing_them(self):
         r = run([BUILD / "bin" / "bbbackend", "build", PY_BACKEND], base_env(), cwd=self.dir, timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -188,6 +204,29 @@ class ReplayOfPythonKernels(ReplayOfProgram):
                 for c in cases:
                     self.assertEqual(c["status"], "failed", c)
                     self.assertIn(flag, c["flags"], c)
+
+
+class ReplayOfLoadInline(ReplayOfProgram):
+    """bbreplay judges BackendBench's load_inline form like any Python kernel (its build happens in the
+    first, checked, call)."""
+    PROGRAM = "import torch\ntorch.neg(torch.randn(64, 33))\ntorch.exp(torch.randn(10))\n"
+
+    def test_a_built_pair_passes_and_one_that_does_not_build_fails_with_the_compiler_message(self):
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(EXTENSIONS)
+        try:
+            data, r = self.replay("--backend", LOAD_INLINE, "--device", "cpu", "--variants", "traced,noncontiguous",
+                                  timeout=900)
+        finally:
+            del os.environ["TORCH_EXTENSIONS_DIR"]
+        self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])  # exp's cases fail
+        neg = [c for c in data["cases"] if c["op"] == "aten::neg"]
+        self.assertEqual(len(neg), 2, data["cases"])
+        for c in neg:
+            self.assertEqual((c["status"], c["flags"]), ("passed", []), c)
+        self.assertIsNotNone([c for c in neg if c["variant"] == "traced"][0]["generated"])  # timed
+        for c in (c for c in data["cases"] if c["op"] == "aten::exp"):
+            self.assertEqual(c["status"], "failed", c)
+            self.assertIn("this_is_not_declared", c["message"], c)
 
 
 if __name__ == "__main__":
