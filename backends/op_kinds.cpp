@@ -99,4 +99,13 @@ bool is_plumbing_for(const std::string& kernel_op, const std::string& op) {
   return is_plumbing_op(op) && !same_work(trace::base_name(kernel_op), trace::base_name(op));
 }
 
+bool is_allowed_for(const std::string& kernel_op, const std::string& op, const AtenAllowance& allow) {
+  if (allow.empty() || trace::base_name(op) == trace::base_name(kernel_op) || is_plumbing_op(op)) return false;
+  if (allow.all) return true;
+  const std::string name = trace::split_op(op).first;
+  for (const auto& a : allow.ops)
+    if (a == op || a == name) return true;
+  return false;
+}
+
 }  // namespace bb::backends

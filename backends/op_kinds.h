@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace bb::backends {
 
@@ -14,5 +15,18 @@ bool is_plumbing_op(const std::string& op);
 // does not do `kernel_op`'s work (the same op under any overload, or one of its kin: clone, copy_,
 // _to_copy and contiguous copy; fill_, zero_, zeros and full fill).
 bool is_plumbing_for(const std::string& kernel_op, const std::string& op);
+
+// ATen compute ops a routing policy lets kernels call (docs/policy.md, `allow_aten`): none by default;
+// every one (`all`), or those named: "aten::exp" (every overload of exp) or "aten::add.Tensor" (that one).
+struct AtenAllowance {
+  bool all = false;
+  std::vector<std::string> ops;
+  bool empty() const { return !all && ops.empty(); }
+};
+
+// Whether a kernel for `kernel_op` may call the compute op `op` under `allow`. Never its own op (any
+// overload) nor a plumbing op doing its work (a clone kernel's copy_), whatever the policy says: such a
+// kernel measures nothing of its own.
+bool is_allowed_for(const std::string& kernel_op, const std::string& op, const AtenAllowance& allow);
 
 }  // namespace bb::backends

@@ -1,12 +1,14 @@
 #include "policy/policy.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "backends/loader.h"
+#include "tracer/format/op_name.h"
 #include "tracer/names.h"
 #include "tracer/format/yaml_read.h"
 
@@ -86,21 +88,51 @@ void parse_tolerance(const yaml::Reader& r, const YAML::Node& n, std::map<c10::S
   }
 }
 
+// An op name of allow_aten: aten::exp (every overload), aten::add.Tensor, or without "aten::".
+std::string parse_allowed_op(const yaml::Reader& r, const YAML::Node& n) {
+  std::string op = r.scalar<std::string>(n, "an op name such as aten::exp or aten::add.Tensor");
+  if (op.find("::") == std::string::npos) op = "aten::" + op;
+  auto [name, overload] = trace::split_op(op);
+  if (overload == "default") overload.clear(), op = name;
+  auto& d = c10::Dispatcher::singleton();
+  if (d.findSchema({name, overload})) return op;
+  if (overload.empty())
+    for (const auto& known : d.getAllOpNames())
+      if (known.name == name) return op;
+  r.fail(n, "allow_aten: unknown op '" + op + "' (no such op or overload in this torch)");
+}
+
+// allow_aten: all | none | [op, ...]
+backends::AtenAllowance parse_allow_aten(const yaml::Reader& r, const YAML::Node& n) {
+  backends::AtenAllowance a;
+  if (n.IsScalar()) {
+    const auto s = r.scalar<std::string>(n, "all, none or a list of op names");
+    if (s == "all") a.all = true;
+    else if (s != "none")
+      r.fail(n, "allow_aten '" + s + "' is not all, none or a list of op names");
+    return a;
+  }
+  if (!n.IsSequence()) r.fail(n, "expected allow_aten to be all, none or a list of op names");
+  for (const auto& x : n) a.ops.push_back(parse_allowed_op(r, x));
+  return a;
+}
+
 // mode, on_error, tolerance (and `when` for op entries) on top of `base`.
 OpPolicy parse_entry(const yaml::Reader& r, const YAML::Node& n, const OpPolicy& base, bool with_when) {
   OpPolicy p = base;
   if (n.IsNull()) return p;
-  if (!n.IsMap()) r.fail(n, "expected a map (mode, when, on_error, tolerance, strict_strides)");
+  if (!n.IsMap()) r.fail(n, "expected a map (mode, when, on_error, tolerance, strict_strides, allow_aten)");
   if (with_when) {
-    r.only_keys(n, {"mode", "when", "on_error", "tolerance", "strict_strides"});
+    r.only_keys(n, {"mode", "when", "on_error", "tolerance", "strict_strides", "allow_aten"});
   } else {
-    r.only_keys(n, {"mode", "on_error", "tolerance", "strict_strides"});
+    r.only_keys(n, {"mode", "on_error", "tolerance", "strict_strides", "allow_aten"});
   }
   if (YAML::Node x = n["mode"]) p.mode = parse_mode(r, x);
   if (YAML::Node x = n["on_error"]) p.on_error = parse_on_error(r, x);
   if (YAML::Node x = n["tolerance"]) parse_tolerance(r, x, p.tolerance);
   if (YAML::Node x = n["strict_strides"]) p.strict_strides = r.scalar<bool>(x, "true or false");
   if (YAML::Node x = n["when"]; x && with_when) p.when = parse_when(r, x);
+  if (YAML::Node x = n["allow_aten"]) p.allow_aten = parse_allow_aten(r, x);
   return p;
 }
 
@@ -195,6 +227,11 @@ const char* unmet(const Condition& c, c10::ArrayRef<c10::IValue> args) {
   if (c.rank && (t->dim() < c.rank->first || t->dim() > c.rank->second)) return "rank";
   if (c.numel && (t->numel() < c.numel->first || t->numel() > c.numel->second)) return "numel";
   return nullptr;
+}
+
+const backends::AtenAllowance& allowance_for(const Policy& p, const std::string& op) {
+  const OpPolicy* entry = p.find(op);
+  return entry ? entry->allow_aten : p.defaults.allow_aten;
 }
 
 verify::Tolerance tolerance_for(const Policy& p, const OpPolicy& op, c10::ScalarType t) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/op_kinds.h"
 #include "policy/verify/tolerance.h"
 #include "tracer/format/input.h"
 
@@ -38,6 +39,8 @@ struct OpPolicy {
   // A functional op's result with native's values and another layout (strides) fails instead of
   // passing with a note (in-place, out= and view results are always compared strictly).
   bool strict_strides = false;
+  // ATen compute ops the kernel may call without being a native call (docs/policy.md): none by default.
+  backends::AtenAllowance allow_aten;
   int line = 0;  // where it was written (0: implied)
 };
 
@@ -59,6 +62,10 @@ Policy load_policy_section(const std::string& file, const std::string& key);
 
 // Why this call does not meet the condition, or nullptr when it does. Only reads metadata.
 const char* unmet(const Condition& c, c10::ArrayRef<c10::IValue> args);
+
+// The ATen compute ops a kernel for `op` may call under this policy: the op's entry's, else the
+// default's (never null).
+const backends::AtenAllowance& allowance_for(const Policy& p, const std::string& op);
 
 // Shadow-comparison tolerance for a dtype: the op's, else the policy default's, else torch.testing's.
 verify::Tolerance tolerance_for(const Policy& p, const OpPolicy& op, c10::ScalarType t);

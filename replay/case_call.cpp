@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bb/kernel.h"
+#include "policy/policy.h"
 #include "policy/verify/integrity.h"
 #include "policy/verify/native_watch.h"
 #include "policy/verify/values.h"
@@ -69,8 +70,10 @@ Values copies(const Values& inputs) {
   return verify::deep_copies(inputs);
 }
 
-Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args, c10::Device device,
-            bool timed, bool sync) {
+namespace {
+
+Called call_on(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
+               c10::Device device, const backends::AtenAllowance* allow, bool timed, bool sync) {
   if (!timed) note_phase(kernel);  // (timed runs say it before their clock starts)
   // (the timed runs' time is charged by their caller, outside the clock)
   std::optional<Spent> spent;
@@ -79,9 +82,10 @@ Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel,
   const c10::DispatchKeySet backend(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
   Called out;
   if (kernel) {
-    verify::NativeCallWatch watch(kernel->op);
+    verify::NativeCallWatch watch(kernel->op, allow);
     kernel->kernel->function.callBoxed(op, backend, &stack);
     out.native_call = watch.first();
+    out.allowed_aten = watch.allowed();
   } else if (timed) {
     op.redispatchBoxed(backend, &stack);
   } else {
@@ -92,8 +96,16 @@ Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel,
   return out;
 }
 
+}  // namespace
+
+Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
+            const RunOptions& o, bool timed, bool sync) {
+  const backends::AtenAllowance* allow = kernel && o.policy ? &policy::allowance_for(*o.policy, kernel->op) : nullptr;
+  return call_on(op, kernel, args, o.device, allow, timed, sync);
+}
+
 Values call_native(const c10::OperatorHandle& op, const Values& args, c10::Device device) {
-  return call(op, nullptr, args, device).results;
+  return call_on(op, nullptr, args, device, nullptr, false, true).results;
 }
 
 Finding native_call_seen(const std::string& op, const std::string& phase) {

@@ -34,7 +34,7 @@ Finding unwritten(const CaseContext& c, const Values& inputs, const Values& firs
   try {
     Values args = copies(inputs);
     PoisonScope poison(kPoisonB, o.device, poison_reserve(first));
-    again = call(c.op(), c.kernel, args, o.device);
+    again = call(c.op(), c.kernel, args, o);
   } catch (const std::exception&) {
     return {};  // (a kernel that raises on the re-run says nothing about its memory)
   }
@@ -79,7 +79,7 @@ Finding second_input_set(const CaseContext& c, Values& args, const Values& first
   Called generated2;
   {
     PoisonScope poison(kPoisonA, o.device, poison_reserve(native2));
-    generated2 = call(c.op(), c.kernel, args, o.device);
+    generated2 = call(c.op(), c.kernel, args, o);
   }
   if (!generated2.native_call.empty())
     return native_call_seen(generated2.native_call, "its call on a second set of input values");

@@ -49,7 +49,8 @@ nlohmann::json case_to_json(const CaseResult& r) {
           {"spent", r.spent},
           {"statistics", r.statistics},
           {"wall_s", r.wall_s},
-          {"traced_device_us", r.traced_device_us}};
+          {"traced_device_us", r.traced_device_us},
+          {"aten_allowed", r.aten_allowed}};
 }
 
 std::string case_to_json_line(const CaseResult& r) {
@@ -90,6 +91,7 @@ CaseResult case_from_json(const nlohmann::json& j) {
     r.statistics = j.value("statistics", "");
     r.wall_s = j.value("wall_s", 0.0);
     r.traced_device_us = j.value("traced_device_us", 0.0);
+    r.aten_allowed = j.value("aten_allowed", std::vector<std::string>{});
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("malformed result: ") + e.what());

@@ -59,6 +59,7 @@ Values copies(const Values& inputs);
 struct Called {
   Values results;
   std::string native_call;
+  std::vector<std::string> allowed_aten;  // compute ops it called that the policy's allow_aten allows
 };
 
 // Runs native (kernel == null) or the kernel under test on `args`, which the call may write; every call of
@@ -67,8 +68,9 @@ struct Called {
 // and the caller charges the time. `sync` false: return as soon as the call returns (the CUPTI call timer
 // finds out what it left running). Exceptions of the call itself (a kernel that raises or declines, native
 // rejecting the call) pass through.
-Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args, c10::Device device,
-            bool timed = false, bool sync = true);
+// The device, and the policy's allow_aten for the kernel's op, come from `o`.
+Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
+            const RunOptions& o, bool timed = false, bool sync = true);
 // Native's results (no watch: nothing to find).
 Values call_native(const c10::OperatorHandle& op, const Values& args, c10::Device device);
 

@@ -52,6 +52,9 @@ struct CaseResult {
   // A random op judged by its properties (replay/random_judge.h): what was judged, statistically or
   // not and why; "" for every other case.
   std::string statistics;
+  // ATen compute ops the kernel called that the policy's allow_aten allows (docs/policy.md): said on
+  // every such case; empty for every other case.
+  std::vector<std::string> aten_allowed;
 
   // native / generated median time: only for a passed, unflagged case timed both ways with stable times
   // (Report::speedup also withholds it when another case of the op was flagged).

@@ -190,6 +190,7 @@ class JsonWriter : public ReportWriter {
             c.statistics.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.statistics)},
            {"wall_s", c.wall_s},
            {"spent", spent_json(c)}});
+      if (!c.aten_allowed.empty()) j["cases"].back()["aten_allowed"] = c.aten_allowed;  // (only where the policy allows)
     }
     return j.dump(1) + "\n";
   }
@@ -226,6 +227,22 @@ class CsvWriter : public ReportWriter {
     return s.str();
   }
 };
+
+// Kernels that called ATen compute ops because the policy allows it: said per op, never silently.
+void allowed_aten(const Report& r, std::ostream& s, bool markdown) {
+  std::vector<std::pair<std::string, std::string>> seen;  // op, the ATen ops of its first such case
+  for (const auto& c : r.cases) {
+    if (c.aten_allowed.empty()) continue;
+    if (std::any_of(seen.begin(), seen.end(), [&](const auto& p) { return p.first == c.op; })) continue;
+    std::string ops;
+    for (const auto& a : c.aten_allowed) ops += (ops.empty() ? "" : ", ") + a;
+    seen.emplace_back(c.op, ops);
+  }
+  if (seen.empty()) return;
+  s << (markdown ? "\n## Kernels that call ATen, as the policy allows (allow_aten)\n\n"
+                 : "\nkernels that call ATen compute ops, as the policy allows (allow_aten): their times include ATen's\n");
+  for (const auto& [op, ops] : seen) s << (markdown ? "- `" + op + "`: " : "  " + op + ": ") << ops << "\n";
+}
 
 void problems(const Report& r, std::ostream& s, bool markdown) {
   bool any = false;
@@ -267,6 +284,7 @@ class MarkdownWriter : public ReportWriter {
     if (std::string random = statistics_lines(r, "- ", true); !random.empty())
       s << "\n**Random ops judged by their properties**:\n\n" << random;
     if (!m.interrupted.empty()) s << "\n**Interrupted**: " << m.interrupted << "\n";
+    allowed_aten(r, s, true);
     problems(r, s, true);
     return s.str();
   }
@@ -290,6 +308,7 @@ class ConsoleWriter : public ReportWriter {
     if (std::string random = statistics_lines(r, "  ", false); !random.empty())
       s << "random ops judged by their properties:\n" << random;
     if (!r.meta.interrupted.empty()) s << "INTERRUPTED: " << r.meta.interrupted << "\n";
+    allowed_aten(r, s, false);
     problems(r, s, false);
     return s.str();
   }

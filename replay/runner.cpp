@@ -96,7 +96,7 @@ FirstCall run_kernel(const CaseContext& c, Values& args, const Values& native) {
   FirstCall f;
   try {
     PoisonScope poison(kPoisonA, c.options.device, poison_reserve(native));
-    f.called = call(c.op(), c.kernel, args, c.options.device);
+    f.called = call(c.op(), c.kernel, args, c.options);
   } catch (const bb::Decline& d) {
     f.ended = Status::Skipped;
     f.why = std::string("declined: ") + d.what();
@@ -117,8 +117,9 @@ CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bo
                             return inputs_for(CaseContext{b, traced, kernel, o}, seed);
                           },
                           [&](const BoundCall& b, const Values& in, bool k) {
-                            Called called = call(b.op, k ? kernel : nullptr, copies(in), o.device);
+                            Called called = call(b.op, k ? kernel : nullptr, copies(in), o);
                             if (seen.empty()) seen = called.native_call;
+                            if (r.aten_allowed.empty()) r.aten_allowed = called.allowed_aten;
                             return called.results;
                           }};
   try {
@@ -136,7 +137,7 @@ CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bo
     RunOptions unchecked = o;  // the timed runs' values are random: not compared with native's
     unchecked.check = false;
     const CaseContext c{bound, traced, kernel, unchecked};
-    Called first = call(bound.op, kernel, copies(inputs_for(c, o.seed)), o.device);
+    Called first = call(bound.op, kernel, copies(inputs_for(c, o.seed)), o);
     if (!first.native_call.empty()) {
       const Finding f = native_call_seen(first.native_call, "its first call");
       return summarize(r, Status::Failed, f.why, f.flags);
@@ -178,6 +179,7 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
     const Finding f = native_call_seen(generated.called.native_call, "its first call");
     return summarize(r, Status::Failed, f.why, f.flags);
   }
+  r.aten_allowed = generated.called.allowed_aten;
 
   if (o.check) {
     const Finding f = check(c, inputs, native.called.results, native_args, args, generated.called.results, r);

@@ -31,9 +31,10 @@ constexpr size_t kMismatchesKept = 5;
 
 struct OpStats {
   std::atomic<uint64_t> calls{0}, routed{0}, declined{0}, unmet{0}, passthrough{0}, errors{0}, native_calls{0},
-      shadowed{0}, mismatched{0};
+      shadowed{0}, mismatched{0}, aten_allowed{0};
   std::mutex mu;
   std::string first_decline, first_error, first_native_call;
+  std::string aten_allowed_ops;  // the compute ops the policy's allow_aten let the kernel call, first seen
   std::vector<std::string> mismatches;  // the first kMismatchesKept, as text
   double max_abs = 0, max_rel = 0;      // shadow mode: largest errors over every compared call
   uint64_t first_mismatch_call = 0;     // shadow mode: which compared call (1-based) first left tolerance
@@ -139,13 +140,21 @@ struct Route final : c10::OperatorKernel {
 
   std::string where() const { return kernel.op + " (" + kernel.source + ")"; }
 
+  // A kernel that called ATen compute ops the policy allows: counted, and the ops named once.
+  void note_allowed(const std::vector<std::string>& ops) const {
+    stats.aten_allowed.fetch_add(1, std::memory_order_relaxed);
+    std::string text;
+    for (const auto& op : ops) text += (text.empty() ? "" : ", ") + op;
+    note_once(stats.aten_allowed_ops, text);
+  }
+
   Outcome call_generated(const c10::OperatorHandle& op, c10::DispatchKeySet ks, Stack* stack) const {
     ActiveKernel frame{this, false, t_active};
     struct Restore {
       ActiveKernel* outer;
       ~Restore() { t_active = outer; }
     } restore{t_active};
-    verify::NativeCallWatch watch(kernel.op);  // (the same watch as bbreplay's)
+    verify::NativeCallWatch watch(kernel.op, &rule.allow_aten);  // (the same watch as bbreplay's)
     t_active = &frame;
     try {
       CrashContext crash(kernel.op, kernel.source);
@@ -163,7 +172,10 @@ struct Route final : c10::OperatorKernel {
                                                       "; the native kernel ran instead (later failures are counted)");
       return Outcome::Failed;
     }
-    if (!frame.reentered && watch.first().empty()) return Outcome::Routed;
+    if (!frame.reentered && watch.first().empty()) {
+      if (!watch.allowed().empty()) note_allowed(watch.allowed());
+      return Outcome::Routed;
+    }
     stats.native_calls.fetch_add(1, std::memory_order_relaxed);
     const std::string what = frame.reentered ? kernel.op + " itself" : watch.first() + " (a compute op)";
     note_once(stats.first_native_call, what);
@@ -302,6 +314,9 @@ std::string routing_summary() {
     if (!st.first_decline.empty()) notes << "  " << r->kernel.op << ": first decline: " << st.first_decline << "\n";
     if (!st.first_native_call.empty())
       notes << "  " << r->kernel.op << ": kernel calls " << st.first_native_call << "\n";
+    if (st.aten_allowed.load())
+      notes << "  " << r->kernel.op << ": kernel calls ATen compute ops, as the policy allows (allow_aten), in "
+            << st.aten_allowed.load() << " calls: " << st.aten_allowed_ops << "\n";
     for (const auto& m : st.mismatches) notes << "  " << r->kernel.op << " shadow mismatch " << m << "\n";
     if (r->rule.mode == policy::Mode::Shadow && st.shadowed.load())
       notes << "  " << r->kernel.op << ": shadow largest error: abs " << st.max_abs << ", rel " << st.max_rel

@@ -6,6 +6,9 @@
 #include <ATen/record_function.h>
 
 #include <string>
+#include <vector>
+
+#include "backends/op_kinds.h"
 
 namespace bb::verify {
 
@@ -21,18 +24,29 @@ class NativeCallWatch {
   // is otherwise plumbing (docs/integrity.md). Only the outermost watch of a thread adds the callback:
   // a watch made inside another costs a few pointer moves (bbreplay keeps one around each timed run,
   // made before its clock starts).
-  explicit NativeCallWatch(const std::string& kernel_op);
+  // `allow` (kept by pointer; null: none): compute ops the policy lets the kernel call, noted in
+  // allowed() instead (backends::is_allowed_for). What an allowed op calls inside is its own business,
+  // except the kernel's own op or an op doing its work: those are native calls wherever they happen.
+  explicit NativeCallWatch(const std::string& kernel_op, const backends::AtenAllowance* allow = nullptr);
   ~NativeCallWatch();
   NativeCallWatch(const NativeCallWatch&) = delete;
   NativeCallWatch& operator=(const NativeCallWatch&) = delete;
 
   // The first compute op called while this watch was the innermost ("aten::relu"), or "".
   const std::string& first() const { return first_; }
+  // The distinct compute ops called while this watch was the innermost that `allow` let through (at
+  // most kMaxAllowed of them, in the order first seen).
+  const std::vector<std::string>& allowed() const { return allowed_; }
+  static constexpr size_t kMaxAllowed = 8;
 
  private:
   friend std::unique_ptr<at::ObserverContext> note_native_call(const at::RecordFunction& fn);
+  friend struct InsideAllowed;
   const std::string& kernel_op_;
+  const backends::AtenAllowance* allow_;
   std::string first_;
+  std::vector<std::string> allowed_;
+  int inside_allowed_ = 0;  // allowed ops running on this thread (their internals are theirs, not the kernel's)
   const char* last_name_ = nullptr;  // the last plumbing op seen (name and overload pointers)
   const char* last_overload_ = nullptr;
   NativeCallWatch* outer_;

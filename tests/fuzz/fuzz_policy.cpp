@@ -15,6 +15,8 @@ std::string describe(const bb::policy::OpPolicy& p) {
       << p.tolerance.size();
   if (p.when.rank) out << " rank " << p.when.rank->first << '-' << p.when.rank->second;
   if (p.when.numel) out << " numel " << p.when.numel->first << '-' << p.when.numel->second;
+  out << " allow_aten " << (p.allow_aten.all ? "all" : "");
+  for (const auto& op : p.allow_aten.ops) out << ' ' << op;
   return out.str();
 }
 

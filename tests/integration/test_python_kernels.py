@@ -143,6 +143,22 @@ class PythonKernels(TempDirTest):
                       "build it (load_inline): ", s)
         self.assertIn("this_is_not_declared", r.stderr)
 
+    def test_a_policy_may_allow_named_aten_ops_inside_kernels(self):
+        # abs's kernel is written with torch ops (relu, neg, add): a native call by default; allowed by name,
+        # routed and said in the summary; a list that leaves one of them out still catches that one.
+        program = "import torch\nx = torch.tensor([-1.5, 0.0, 2.0])\nprint(torch.abs(x).tolist())\n"
+        policy = self.dir / "policy.yaml"
+        policy.write_text("version: 1\nops:\n  aten::abs: {allow_aten: [aten::relu, neg, aten::add.Tensor]}\n")
+        r, s = self.route(program, BB_POLICY=policy)
+        self.assertEqual((r.returncode, r.stdout), (0, "[1.5, 0.0, 2.0]\n"), r.stderr)
+        self.assertEqual((summary_row(s, "aten::abs")["routed"], summary_row(s, "aten::abs")["native"]), ("1", "0"), s)
+        self.assertIn("aten::abs: kernel calls ATen compute ops, as the policy allows (allow_aten), in 1 calls: "
+                      "aten::relu, aten::neg, aten::add.Tensor", s)
+        policy.write_text("version: 1\nops:\n  aten::abs: {allow_aten: [aten::relu, aten::add]}\n")
+        r, s = self.route(program, BB_POLICY=policy)
+        self.assertEqual((summary_row(s, "aten::abs")["routed"], summary_row(s, "aten::abs")["native"]), ("0", "1"), s)
+        self.assertIn("aten::abs: kernel calls aten::neg (a compute op)", s)
+
     def test_bbbackend_lists_python_folders_without_importing_them(self):
         r = run([BUILD / "bin" / "bbbackend", "build", PY_BACKEND], base_env(), cwd=self.dir, timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -227,6 +243,50 @@ class ReplayOfLoadInline(ReplayOfProgram):
         for c in (c for c in data["cases"] if c["op"] == "aten::exp"):
             self.assertEqual(c["status"], "failed", c)
             self.assertIn("this_is_not_declared", c["message"], c)
+
+
+class ReplayWithAllowedAten(ReplayOfProgram):
+    """A kernel written with torch ops is a native call unless the policy's allow_aten allows them; then it
+    is judged, and every such case says which ATen ops it called (issue 15 item 4)."""
+    PROGRAM = "import torch\ntorch.abs(torch.randn(64, 33))\ntorch.softmax(torch.randn(8, 33), -1)\n"
+
+    def abs_cases(self, *args):
+        data, r = self.replay("--backend", PY_BACKEND, "--ops", "aten::abs", "--device", "cpu",
+                              "--variants", "traced,noncontiguous", *args)
+        return [c for c in data["cases"] if c["op"] == "aten::abs"], r
+
+    def test_strict_by_default_and_allowed_by_the_policy_with_a_note_on_every_case(self):
+        cases, r = self.abs_cases()
+        self.assertEqual(r.returncode, 1, r.stdout[-2000:])
+        for c in cases:
+            self.assertEqual((c["status"], c["flags"]), ("failed", ["native-call"]), c)
+        policy = self.dir / "allow.yaml"
+        policy.write_text("version: 1\ndefault: {allow_aten: all}\nops: {}\n")
+        cases, r = self.abs_cases("--policy", policy)
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+        self.assertEqual(len(cases), 2, cases)
+        for c in cases:
+            self.assertEqual((c["status"], c["flags"]), ("passed", []), c)
+            self.assertEqual(c["aten_allowed"], ["aten::relu", "aten::neg", "aten::add.Tensor"], c)
+        self.assertIn("kernels that call ATen compute ops, as the policy allows (allow_aten)", r.stdout)
+        self.assertIn("aten::abs: aten::relu, aten::neg, aten::add.Tensor", r.stdout)
+
+    def test_the_kernels_own_op_inside_an_allowed_op_is_still_a_native_call(self):
+        # A _softmax kernel calling torch.softmax: softmax is allowed, the _softmax it runs inside is not.
+        backend = self.dir / "own_op_inside"
+        (backend / "_softmax__default").mkdir(parents=True)
+        (backend / "_softmax__default" / "_softmax__default_implementation.py").write_text(
+            "import torch\n\ndef _softmax__default_kernel_impl(x, dim, half_to_float):\n"
+            "    return torch.softmax(x, dim)\n")
+        policy = self.dir / "allow_all.yaml"
+        policy.write_text("version: 1\ndefault: {allow_aten: all}\nops: {}\n")
+        data, r = self.replay("--backend", backend, "--policy", policy, "--ops", "aten::_softmax", "--device", "cpu",
+                              "--variants", "traced", "--check-only")
+        cases = [c for c in data["cases"] if c["op"] == "aten::_softmax"]
+        self.assertTrue(cases, r.stdout[-2000:] + r.stderr[-2000:])
+        for c in cases:
+            self.assertEqual((c["status"], c["flags"]), ("failed", ["native-call"]), c)
+            self.assertIn("the kernel called aten::_softmax", c["message"], c)
 
 
 if __name__ == "__main__":

@@ -250,7 +250,7 @@ class Policies(TempDirTest):
 
     def test_misspelt_key(self):
         self.check_policy_error("version: 1\nops:\n  aten::relu: {wehn: {}}\n",
-                                "3:16: unknown key 'wehn' (expected mode, when, on_error, tolerance, strict_strides)")
+                                "3:16: unknown key 'wehn' (expected mode, when, on_error, tolerance, strict_strides, allow_aten)")
 
 
 class Training(TempDirTest):

@@ -163,3 +163,40 @@ TEST_CASE("a policy section of a file that is not a map is an error, not a yaml-
   }
   std::remove(path);
 }
+
+TEST_CASE("allow_aten: none by default, all, or named ops; inherited from the default; bad names are errors") {
+  Policy p = parse_policy(
+      "version: 1\ndefault: {allow_aten: [aten::exp, add.Tensor, sum.default]}\nops:\n  aten::relu: {}\n"
+      "  aten::abs: {allow_aten: all}\n  aten::neg: {allow_aten: none}\n",
+      "p.yaml");
+  CHECK(p.find("aten::relu")->allow_aten.ops == std::vector<std::string>{"aten::exp", "aten::add.Tensor", "aten::sum"});
+  CHECK(p.find("aten::abs")->allow_aten.all);
+  CHECK(p.find("aten::neg")->allow_aten.empty());
+  CHECK(&allowance_for(p, "aten::relu") == &p.find("aten::relu")->allow_aten);
+  CHECK(&allowance_for(p, "aten::cos") == &p.defaults.allow_aten);  // an op the policy does not name
+  CHECK(parse_policy("version: 1\nops:\n  aten::relu: {}\n", "p.yaml").find("aten::relu")->allow_aten.empty());
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {allow_aten: [aten::no_such_op]}\n") ==
+        "3:29: allow_aten: unknown op 'aten::no_such_op' (no such op or overload in this torch)");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {allow_aten: [add.NoSuchOverload]}\n") ==
+        "3:29: allow_aten: unknown op 'aten::add.NoSuchOverload' (no such op or overload in this torch)");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {allow_aten: some}\n") ==
+        "3:28: allow_aten 'some' is not all, none or a list of op names");
+  CHECK(error_of("version: 1\nops:\n  aten::relu: {allow_aten: {a: 1}}\n") ==
+        "3:28: expected allow_aten to be all, none or a list of op names");
+}
+
+TEST_CASE("what allow_aten lets a kernel call: never its own op nor an op doing its work") {
+  using bb::backends::AtenAllowance;
+  using bb::backends::is_allowed_for;
+  const AtenAllowance all{true, {}}, named{false, {"aten::exp", "aten::add.Tensor", "aten::mul"}}, none;
+  CHECK(is_allowed_for("aten::relu", "aten::exp", all));
+  CHECK_FALSE(is_allowed_for("aten::relu", "aten::exp", none));
+  CHECK_FALSE(is_allowed_for("aten::relu", "aten::relu", all));      // its own op
+  CHECK_FALSE(is_allowed_for("aten::add.Tensor", "aten::add.Scalar", all));  // another overload of it
+  CHECK_FALSE(is_allowed_for("aten::clone", "aten::copy_", all));    // plumbing doing its work
+  CHECK(is_allowed_for("aten::relu", "aten::add.Tensor", named));
+  CHECK_FALSE(is_allowed_for("aten::relu", "aten::add.Scalar", named));  // another overload than the one named
+  CHECK(is_allowed_for("aten::relu", "aten::mul.Tensor", named));       // a name without overload: every one
+  CHECK(is_allowed_for("aten::relu", "aten::mul.Scalar", named));
+  CHECK_FALSE(is_allowed_for("aten::relu", "aten::sin", named));
+}
