@@ -256,7 +256,8 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.rfi
 std::vector<std::string> backendbench_files(const std::string& name, const std::vector<std::string>& files) {
   std::vector<std::string> out;
   for (const auto& f : files)
-    if (starts_with(f, name + "_implementation") && (ends_with(f, ".py") || ends_with(f, ".cpp") || ends_with(f, ".cu")))
+    if (starts_with(f, name + "_implementation") &&
+        (ends_with(f, ".py") || ends_with(f, ".cpp") || ends_with(f, ".cu")))
       out.push_back(f);
   return out;
 }
@@ -283,14 +284,19 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
     const std::vector<std::string> backendbench = backendbench_files(name, files);
     auto op = op_from_folder(name);
     if (!op && !backendbench.empty()) {  // BackendBench's earlier layout: one folder per op
-      KernelDir k{"aten::" + name, path, {}, {}, {path + "/" + backendbench.front()},
-                  backendbench_symbol(name, backendbench.front()), true};
+      KernelDir k;
+      k.op = "aten::" + name;
+      k.path = path;
+      k.python = {path + "/" + backendbench.front()};
+      k.python_symbol = backendbench_symbol(name, backendbench.front());
+      k.every_overload = true;
       out.push_back(std::move(k));
       continue;
     }
     if (!op) {
-      problems.push_back(path + ": folder name is not <op>__<overload> (e.g. relu__default, add__Tensor), nor "
-                                "BackendBench's <op> holding <op>_implementation*.py");
+      problems.push_back(path +
+                         ": folder name is not <op>__<overload> (e.g. relu__default, add__Tensor), nor "
+                         "BackendBench's <op> holding <op>_implementation*.py");
       continue;
     }
     KernelDir k;

@@ -24,7 +24,6 @@
 
 namespace bb::replay::app {
 
-
 namespace {
 
 // On a terminal a bar with the time spent and an estimate of the time left (from the pace so far);

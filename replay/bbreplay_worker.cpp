@@ -18,7 +18,6 @@
 
 namespace bb::replay::app {
 
-
 namespace {
 
 // In a worker: limits what the process may allocate (--worker-memory, resolved by the parent) and

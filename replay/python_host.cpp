@@ -10,11 +10,11 @@
 
 namespace bb::replay::app {
 
-// When the backend has Python kernels and this process has no interpreter, bbreplay runs itself again inside the Python the build is for, which
-// imports torch and calls bbreplay_main through ctypes (the GIL released; the bridge takes it per call).
-// Workers are started as bbreplay too and do the same.
 namespace {
 
+// When the backend has Python kernels and this process has no interpreter, bbreplay runs itself again
+// inside the Python the build is for, which imports torch and calls bbreplay_main through ctypes (the GIL
+// released; the bridge takes it per call). Workers are started as bbreplay too and do the same.
 constexpr const char* kPythonHost =
     "import ctypes, os, sys\n"
     "import torch\n"

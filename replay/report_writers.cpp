@@ -190,7 +190,8 @@ class JsonWriter : public ReportWriter {
             c.statistics.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.statistics)},
            {"wall_s", c.wall_s},
            {"spent", spent_json(c)}});
-      if (!c.aten_allowed.empty()) j["cases"].back()["aten_allowed"] = c.aten_allowed;  // (only where the policy allows)
+      if (!c.aten_allowed.empty())
+        j["cases"].back()["aten_allowed"] = c.aten_allowed;  // (only where the policy allows)
     }
     return j.dump(1) + "\n";
   }
@@ -239,8 +240,9 @@ void allowed_aten(const Report& r, std::ostream& s, bool markdown) {
     seen.emplace_back(c.op, ops);
   }
   if (seen.empty()) return;
-  s << (markdown ? "\n## Kernels that call ATen, as the policy allows (allow_aten)\n\n"
-                 : "\nkernels that call ATen compute ops, as the policy allows (allow_aten): their times include ATen's\n");
+  s << (markdown
+            ? "\n## Kernels that call ATen, as the policy allows (allow_aten)\n\n"
+            : "\nkernels that call ATen compute ops, as the policy allows (allow_aten): their times include ATen's\n");
   for (const auto& [op, ops] : seen) s << (markdown ? "- `" + op + "`: " : "  " + op + ": ") << ops << "\n";
 }
 

@@ -34,7 +34,7 @@ struct OpStats {
       shadowed{0}, mismatched{0}, aten_allowed{0};
   std::mutex mu;
   std::string first_decline, first_error, first_native_call;
-  std::string aten_allowed_ops;  // the compute ops the policy's allow_aten let the kernel call, first seen
+  std::string aten_allowed_ops;         // the compute ops the policy's allow_aten let the kernel call, first seen
   std::vector<std::string> mismatches;  // the first kMismatchesKept, as text
   double max_abs = 0, max_rel = 0;      // shadow mode: largest errors over every compared call
   uint64_t first_mismatch_call = 0;     // shadow mode: which compared call (1-based) first left tolerance

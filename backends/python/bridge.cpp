@@ -180,9 +180,9 @@ struct PythonKernel final : c10::OperatorKernel {
   explicit PythonKernel(KernelSpec s) : spec(std::move(s)) {}
 
   KernelSpec spec;
-  bool tried = false;         // (under the GIL)
-  std::string problem;        // why the files give no usable kernel
-  py::object* fn = nullptr;   // never destroyed, like the module
+  bool tried = false;        // (under the GIL)
+  std::string problem;       // why the files give no usable kernel
+  py::object* fn = nullptr;  // never destroyed, like the module
   py::object* decline = nullptr;
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
@@ -269,8 +269,8 @@ struct PythonKernel final : c10::OperatorKernel {
     const std::string sig = m.attr("_cannot_take")(f, required).cast<std::string>();
     if (!sig.empty()) {
       std::ostringstream s;
-      s << spec.files.front() << ": " << (spec.symbol.empty() ? "the kernel" : spec.symbol) << sig << " cannot take the "
-        << required << " positional arguments of " << schema;
+      s << spec.files.front() << ": " << (spec.symbol.empty() ? "the kernel" : spec.symbol) << sig
+        << " cannot take the " << required << " positional arguments of " << schema;
       problem = s.str();
       return;
     }
@@ -297,8 +297,7 @@ struct PythonKernel final : c10::OperatorKernel {
       if (rets.size() == 1) {
         results.push_back(torch::jit::toIValue(out, rets[0].real_type()));
       } else if (!rets.empty()) {
-        if (!py::isinstance<py::tuple>(out) && !py::isinstance<py::list>(out))
-          throw std::runtime_error("not a tuple");
+        if (!py::isinstance<py::tuple>(out) && !py::isinstance<py::list>(out)) throw std::runtime_error("not a tuple");
         py::sequence items = out.cast<py::sequence>();
         if (items.size() != rets.size()) throw std::runtime_error(std::to_string(items.size()) + " values");
         for (size_t k = 0; k < rets.size(); ++k) results.push_back(torch::jit::toIValue(items[k], rets[k].real_type()));

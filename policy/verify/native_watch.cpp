@@ -53,7 +53,9 @@ std::unique_ptr<at::ObserverContext> note_native_call(const at::RecordFunction& 
 }
 
 NativeCallWatch::NativeCallWatch(const std::string& kernel_op, const backends::AtenAllowance* allow)
-    : kernel_op_(kernel_op), allow_(allow && !allow->empty() ? allow : nullptr), outer_(t_watch),
+    : kernel_op_(kernel_op),
+      allow_(allow && !allow->empty() ? allow : nullptr),
+      outer_(t_watch),
       owns_callback_(t_watch == nullptr) {
   if (owns_callback_)
     handle_ = at::addThreadLocalCallback(

@@ -191,12 +191,12 @@ TEST_CASE("what allow_aten lets a kernel call: never its own op nor an op doing 
   const AtenAllowance all{true, {}}, named{false, {"aten::exp", "aten::add.Tensor", "aten::mul"}}, none;
   CHECK(is_allowed_for("aten::relu", "aten::exp", all));
   CHECK_FALSE(is_allowed_for("aten::relu", "aten::exp", none));
-  CHECK_FALSE(is_allowed_for("aten::relu", "aten::relu", all));      // its own op
+  CHECK_FALSE(is_allowed_for("aten::relu", "aten::relu", all));              // its own op
   CHECK_FALSE(is_allowed_for("aten::add.Tensor", "aten::add.Scalar", all));  // another overload of it
-  CHECK_FALSE(is_allowed_for("aten::clone", "aten::copy_", all));    // plumbing doing its work
+  CHECK_FALSE(is_allowed_for("aten::clone", "aten::copy_", all));            // plumbing doing its work
   CHECK(is_allowed_for("aten::relu", "aten::add.Tensor", named));
   CHECK_FALSE(is_allowed_for("aten::relu", "aten::add.Scalar", named));  // another overload than the one named
-  CHECK(is_allowed_for("aten::relu", "aten::mul.Tensor", named));       // a name without overload: every one
+  CHECK(is_allowed_for("aten::relu", "aten::mul.Tensor", named));        // a name without overload: every one
   CHECK(is_allowed_for("aten::relu", "aten::mul.Scalar", named));
   CHECK_FALSE(is_allowed_for("aten::relu", "aten::sin", named));
 }

@@ -13,14 +13,14 @@
 namespace bb::trace {
 namespace {
 
-using trace::ArgKind;
-using trace::ArgValue;
-using trace::FormatError;
-using trace::TensorMeta;
 using torchbench::dtype_from_token;
 using torchbench::LineParser;
 using torchbench::Py;
 using torchbench::torch_names;
+using trace::ArgKind;
+using trace::ArgValue;
+using trace::FormatError;
+using trace::TensorMeta;
 
 // ------------------------------------------------------------------ values -> trace arguments
 

@@ -12,10 +12,10 @@
 namespace bb::trace {
 namespace {
 
+using torchbench::abbr_of;
 using trace::ArgKind;
 using trace::ArgValue;
 using trace::TensorMeta;
-using torchbench::abbr_of;
 
 std::string py_float(double v) {
   if (std::isnan(v)) return "nan";
