@@ -245,6 +245,11 @@ Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& to
   tc.cache_dir = default_cache();
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   tc.jobs = env("BB_JOBS") ? std::max(1, std::atoi(env("BB_JOBS"))) : static_cast<int>(std::max(1L, cpus));
+  if (const char* t = env("BB_PYTHON_IMPORT_TIMEOUT")) {  // seconds, 0: no limit; anything else keeps the default
+    char* end = nullptr;
+    const double v = std::strtod(t, &end);
+    if (end != t && *end == '\0' && v >= 0 && v <= 1e6) tc.python_import_timeout_s = v;
+  }
   return tc;
 }
 

@@ -19,6 +19,7 @@ struct Toolchain {
   std::string cache_dir;       // BB_CACHE, else $XDG_CACHE_HOME/bbshim, else ~/.cache/bbshim
   int jobs = 1;                // BB_JOBS, else the number of CPUs
   std::string python_bridge;   // libbbshim_python.so, for folders of Python kernels ("" = none in this build)
+  double python_import_timeout_s = 600;  // BB_PYTHON_IMPORT_TIMEOUT: seconds a Python folder's import may take
 };
 
 // Defaults from the environment; `cuda_arch` may be empty (then BB_CUDA_ARCH, else detected).

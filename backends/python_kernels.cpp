@@ -85,7 +85,7 @@ void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge
       continue;
     }
     python::KernelSpec spec{op, dir.python, dir.python_symbol, module_prefix(dir.path),
-                            [](const std::string& m) { log::warn("backend " + m); }};
+                            [](const std::string& m) { log::warn("backend " + m); }, tc.python_import_timeout_s};
     const abi::Kernel* k = bridge->make_kernel(spec, handle->schema());
     out.kernels.push_back({op, dir.python.front(), tc.python_bridge, k, *handle});
     ++loaded;

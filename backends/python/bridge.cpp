@@ -48,10 +48,44 @@ def kernel(op):
     return register
 
 
-def _import(path, name):
+class ImportTimeout(BaseException):  # (not Exception: a file's `except Exception` must not swallow it)
+    """A folder's import (or build) ran past its time (BB_PYTHON_IMPORT_TIMEOUT)."""
+
+
+def _within(seconds, fn):
+    """fn() in this thread; past `seconds` (0: no limit) ImportTimeout is raised inside it at its next Python
+    instruction. A call blocked in C code is not interrupted (the exception comes once it returns). The
+    exception never outlives this function: one still pending when fn returns is cleared."""
+    if not seconds or seconds <= 0:
+        return fn()
+    import ctypes, threading
+    me, lock, state = threading.get_ident(), threading.Lock(), {"done": False, "fired": False}
+
+    def interrupt():
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(me), ctypes.py_object(ImportTimeout))
+
+    timer = threading.Timer(seconds, interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        return fn()
+    except ImportTimeout:
+        raise ImportTimeout(f"did not finish within {seconds:g} s (BB_PYTHON_IMPORT_TIMEOUT)") from None
+    finally:
+        with lock:
+            state["done"] = True
+            if state["fired"]:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(me), None)
+        timer.cancel()
+
+
+def _import(path, name, seconds=0):
     import contextlib, importlib.util, io, sys
     if path.endswith((".cpp", ".cu")):
-        return _load_inline(path), "", []
+        return _within(seconds, lambda: _load_inline(path)), "", []
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"not a Python file Python can import: {path}")
@@ -61,7 +95,7 @@ def _import(path, name):
     sys.modules[name] = module
     try:
         with contextlib.redirect_stdout(printed):
-            spec.loader.exec_module(module)
+            _within(seconds, lambda: spec.loader.exec_module(module))
     except BaseException:
         del sys.modules[name]
         raise
@@ -220,7 +254,7 @@ struct PythonKernel final : c10::OperatorKernel {
       const std::string& file = spec.files[k];
       py::tuple r;
       try {
-        r = m.attr("_import")(file, spec.module_prefix + std::to_string(k)).cast<py::tuple>();
+        r = m.attr("_import")(file, spec.module_prefix + std::to_string(k), spec.import_timeout_s).cast<py::tuple>();
       } catch (py::error_already_set& e) {
         problem = file + (built_by_load_inline(file) ? ": cannot build it (load_inline): " : ": cannot import it: ") +
                   python_error(e);

@@ -13,7 +13,7 @@
 
 namespace bb::backends::python {
 
-inline constexpr int kBridgeVersion = 1;
+inline constexpr int kBridgeVersion = 2;
 
 struct KernelSpec {
   std::string op;                  // aten::relu (an overload this torch has)
@@ -21,6 +21,9 @@ struct KernelSpec {
   std::string symbol;              // BackendBench: the exported function; "" for files that use @bbshim.kernel
   std::string module_prefix;       // modules are imported as <prefix><n>
   std::function<void(const std::string&)> warn;  // what importing said that is not a failure
+  // Seconds a folder's import (or load_inline build) may take before it is interrupted and the op's calls
+  // fall back (0: no limit). Only Python code is interrupted: a call blocked in C code is not.
+  double import_timeout_s = 0;
 };
 
 struct Bridge {

@@ -4,6 +4,7 @@ native with a count, the native-call watch (through torch.* calls in Python too)
 summary — and bad files reported per op while the rest loads. tests/backends/python holds the kernels."""
 import os
 import sys
+import time
 import unittest
 
 from support import BUILD, PYTHON, ROOT, ReplayOfProgram, TempDirTest, base_env, preload_env, run
@@ -158,6 +159,21 @@ class PythonKernels(TempDirTest):
         r, s = self.route(program, BB_POLICY=policy)
         self.assertEqual((summary_row(s, "aten::abs")["routed"], summary_row(s, "aten::abs")["native"]), ("0", "1"), s)
         self.assertIn("aten::abs: kernel calls aten::neg (a compute op)", s)
+
+    def test_an_import_that_never_ends_is_interrupted_and_the_op_falls_back(self):
+        backend = self.dir / "hangs"
+        (backend / "relu__default").mkdir(parents=True)
+        (backend / "relu__default" / "relu__default_implementation.py").write_text(
+            "while True:  # a loop that never ends, even when an exception is caught inside it\n"
+            "    try:\n        pass\n    except Exception:\n        pass\n")
+        started = time.monotonic()
+        r, s = self.route("import torch\nprint(torch.relu(torch.tensor([-1.0, 2.0])).tolist())\n", backend=backend,
+                          BB_PYTHON_IMPORT_TIMEOUT="3")
+        self.assertLess(time.monotonic() - started, 60)
+        self.assertEqual((r.returncode, r.stdout), (0, "[0.0, 2.0]\n"), r.stderr)
+        self.assertEqual((summary_row(s, "aten::relu")["routed"], summary_row(s, "aten::relu")["errors"]), ("0", "1"), s)
+        self.assertIn("relu__default_implementation.py: cannot import it: ImportTimeout: did not finish within 3 s "
+                      "(BB_PYTHON_IMPORT_TIMEOUT)", s)
 
     def test_bbbackend_lists_python_folders_without_importing_them(self):
         r = run([BUILD / "bin" / "bbbackend", "build", PY_BACKEND], base_env(), cwd=self.dir, timeout=300)
