@@ -257,13 +257,17 @@ namespace {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
-// BackendBench's files in a folder named `name`: <name>_implementation*.py, .cpp or .cu, sorted.
+// A BackendBench file of a folder named `name`: <name>_implementation*.py, .cpp or .cu.
+bool is_backendbench_file(const std::string& name, const std::string& f) {
+  return starts_with(f, name + "_implementation") &&
+         (ends_with(f, ".py") || ends_with(f, ".cpp") || ends_with(f, ".cu"));
+}
+
+// BackendBench's files in a folder named `name`, sorted.
 std::vector<std::string> backendbench_files(const std::string& name, const std::vector<std::string>& files) {
   std::vector<std::string> out;
   for (const auto& f : files)
-    if (starts_with(f, name + "_implementation") &&
-        (ends_with(f, ".py") || ends_with(f, ".cpp") || ends_with(f, ".cu")))
-      out.push_back(f);
+    if (is_backendbench_file(name, f)) out.push_back(f);
   return out;
 }
 
@@ -316,7 +320,7 @@ std::vector<KernelDir> scan_backend(const std::string& dir, std::vector<std::str
       k.python = {path + "/" + backendbench.front()};
       k.python_symbol = backendbench_symbol(name, backendbench.front());
       // Its .cpp/.cu pair is load_inline's, not a BB_KERNEL source (those are named otherwise).
-      auto theirs = [&](const std::string& f) { return starts_with(f, name + "_implementation"); };
+      auto theirs = [&](const std::string& f) { return is_backendbench_file(name, f); };
       k.sources.erase(std::remove_if(k.sources.begin(), k.sources.end(), theirs), k.sources.end());
     }
     if (!k.python.empty() && (!k.sources.empty() || !k.prebuilt.empty())) {

@@ -99,8 +99,13 @@ bool is_plumbing_for(const std::string& kernel_op, const std::string& op) {
   return is_plumbing_op(op) && !same_work(trace::base_name(kernel_op), trace::base_name(op));
 }
 
+bool does_work_of(const std::string& kernel_op, const std::string& op) {
+  return trace::base_name(op) == trace::base_name(kernel_op) || (is_plumbing_op(op) && !is_plumbing_for(kernel_op, op));
+}
+
 bool is_allowed_for(const std::string& kernel_op, const std::string& op, const AtenAllowance& allow) {
-  if (allow.empty() || trace::base_name(op) == trace::base_name(kernel_op) || is_plumbing_op(op)) return false;
+  // (plumbing ops are never compute ops to allow: those of its kin do its work, the others are allowed anyway)
+  if (allow.empty() || is_plumbing_op(op) || does_work_of(kernel_op, op)) return false;
   if (allow.all) return true;
   const std::string name = trace::split_op(op).first;
   for (const auto& a : allow.ops)

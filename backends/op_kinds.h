@@ -16,6 +16,10 @@ bool is_plumbing_op(const std::string& op);
 // _to_copy and contiguous copy; fill_, zero_, zeros and full fill).
 bool is_plumbing_for(const std::string& kernel_op, const std::string& op);
 
+// Whether `op` does the work of a kernel for `kernel_op`: its own op under any overload, or a plumbing op
+// of its kin (a clone kernel's copy_). Never allowed inside a kernel, whatever a policy says.
+bool does_work_of(const std::string& kernel_op, const std::string& op);
+
 // ATen compute ops a routing policy lets kernels call (docs/policy.md, `allow_aten`): none by default;
 // every one (`all`), or those named: "aten::exp" (every overload of exp) or "aten::add.Tensor" (that one).
 struct AtenAllowance {

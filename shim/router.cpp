@@ -140,9 +140,10 @@ struct Route final : c10::OperatorKernel {
 
   std::string where() const { return kernel.op + " (" + kernel.source + ")"; }
 
-  // A kernel that called ATen compute ops the policy allows: counted, and the ops named once.
+  // A kernel that called ATen compute ops the policy allows: counted, and the ops of the first such call
+  // named (the text is made once, not on every call).
   void note_allowed(const std::vector<std::string>& ops) const {
-    stats.aten_allowed.fetch_add(1, std::memory_order_relaxed);
+    if (stats.aten_allowed.fetch_add(1, std::memory_order_relaxed) != 0) return;
     std::string text;
     for (const auto& op : ops) text += (text.empty() ? "" : ", ") + op;
     note_once(stats.aten_allowed_ops, text);

@@ -9,13 +9,6 @@ namespace bb::verify {
 
 namespace {
 thread_local NativeCallWatch* t_watch = nullptr;
-
-// Whether `op` does the kernel's own work: its op under any overload, or a plumbing op of its kin.
-bool own_work(const std::string& kernel_op, const std::string& op) {
-  return trace::base_name(op) == trace::base_name(kernel_op) ||
-         (backends::is_plumbing_op(op) && !backends::is_plumbing_for(kernel_op, op));
-}
-
 }  // namespace
 
 // Lives as long as the allowed op's RecordFunction (the dispatcher keeps the start callback's context
@@ -34,7 +27,7 @@ std::unique_ptr<at::ObserverContext> note_native_call(const at::RecordFunction& 
   if (name == w->last_name_ && overload == w->last_overload_) return nullptr;  // (pointers into the schema)
   const std::string op = trace::join_op(name ? name : "", overload);
   if (w->inside_allowed_ > 0) {  // (only with an allowance)
-    if (own_work(w->kernel_op_, op)) w->first_ = op;
+    if (backends::does_work_of(w->kernel_op_, op)) w->first_ = op;
     return nullptr;
   }
   if (!backends::is_plumbing_for(w->kernel_op_, op)) {
