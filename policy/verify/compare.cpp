@@ -44,17 +44,21 @@ std::pair<at::Tensor, at::Tensor> flat_doubles(const at::Tensor& expected, const
 
 struct Measured {
   bool all_within = false;          // every element within tolerance (or equal, or NaN where expected has NaN)
-  double max_abs = 0, max_rel = 0;  // over elements whose difference is finite
+  double max_abs = 0, max_rel = 0;  // over elements whose difference is finite (rel: see measure())
   at::Tensor ok;                    // per element: within tolerance (for the report of a mismatch)
 };
 
-// One pass over flat float64 tensors on their device; one copy of three numbers back.
+// One pass over flat float64 tensors on their device; one copy of three numbers back. The relative
+// error is taken against |expected| but never below atol / rtol, the magnitude under which the
+// tolerance is absolute: an expected 0 next to 1e-6 is an absolute error of 1e-6, not a relative
+// error of 1e300 (what the shadow-mode summary printed for GPT-2's addmm before).
 Measured measure(const at::Tensor& e, const at::Tensor& a, Tolerance tol) {
   const at::Tensor diff = (e - a).abs();
   const at::Tensor finite = diff.isfinite();
   const at::Tensor zero = at::zeros({}, diff.options());
   const at::Tensor d = at::where(finite, diff, zero);
-  const at::Tensor rel = at::where(finite, d / e.abs().clamp_min(std::numeric_limits<double>::min()), zero);
+  const double floor = tol.rtol > 0 && tol.atol > 0 ? tol.atol / tol.rtol : std::numeric_limits<double>::min();
+  const at::Tensor rel = at::where(finite, d / e.abs().clamp_min(floor), zero);
   const at::Tensor ok = (e == a) | (e.isnan() & a.isnan()) | (diff <= tol.atol + tol.rtol * e.abs());
   const at::Tensor three = at::stack({d.max(), rel.max(), ok.all().to(at::kDouble)}).cpu();
   const double* p = three.const_data_ptr<double>();

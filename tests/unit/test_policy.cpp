@@ -121,6 +121,17 @@ TEST_CASE("comparisons: tolerance, NaN positions, shapes, integers") {
   CHECK(compare_tensors(at::tensor({1, 2}), at::tensor({1, 3}), default_tolerance(at::kLong))->first_index == 1);
 }
 
+TEST_CASE("the relative error of an element expected to be 0 is measured from atol / rtol, not from 0") {
+  ErrorStats stats;
+  const auto e = at::tensor({0.0, 1.0}, at::kDouble);
+  CHECK_FALSE(compare_tensors(e, at::tensor({1e-9, 1.0 + 1e-9}, at::kDouble), {1e-5, 1e-8}, &stats));
+  CHECK(stats.max_abs == Approx(1e-9));
+  CHECK(stats.max_rel == Approx(1e-9 / (1e-8 / 1e-5)));  // not 1e-9 / DBL_MIN
+  ErrorStats exact;  // no tolerance to scale by: the smallest normal double
+  CHECK(compare_tensors(e, at::tensor({1e-9, 1.0}, at::kDouble), {0, 0}, &exact));
+  CHECK(exact.max_rel > 1e290);
+}
+
 TEST_CASE("backend folder names follow BackendBench's") {
   using namespace bb::backends;
   CHECK(*op_from_folder("add__Tensor") == "aten::add.Tensor");
