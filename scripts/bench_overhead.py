@@ -2,9 +2,10 @@
 """What tracing costs, end to end, in one run.
 
 For each configuration — no preload, preload with BB_DISABLE=1, preload tracing (with CUPTI device
-timing on CUDA: the default), the same with sampled device timing (traced-sampled:
-BB_DEVICE_TIME_SAMPLE=100/1000 unless --sample says otherwise: 100 ms of every second, CUPTI detached
-in between), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording
+timing on CUDA, every call: the default), the same timing each signature's first calls and detaching
+CUPTI while no signature wants more (traced-first: BB_DEVICE_TIME=first), the same with windowed device
+timing (traced-sampled: BB_DEVICE_TIME_SAMPLE=100/1000 unless --sample says otherwise: 100 ms of every
+second, CUPTI detached in between), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording
 kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
 torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
 sample backend under a policy whose condition is false for these calls (tracing off: the cost of
@@ -12,12 +13,21 @@ deciding not to route) — a fresh process measures:
   * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs,
     each at least --op-seconds long (a whole number of sampling periods: a short run could fall
     between two windows of sampled timing and time nothing);
-  * per-step time of a training step (the example model, or GPT-2 small with --model gpt2), median.
+  * per-step time of a training step (the example model; GPT-2 small, a small Llama or BERT-base with
+    --model gpt2|llama|bert, bf16 autocast on CUDA, AdamW), median, and the mean of every step after the
+    first (the steps whose calls were timed included). --op-seconds 0 leaves the tiny op out.
 Configurations run interleaved, --rounds times, each round in fresh processes. Per-op time is the best
 over rounds (noise only ever adds time to a tight loop); step time is the median over rounds.
 
+With both traced and traced-first on CUDA, each round also compares their traces: the share of the
+signatures that launched device work (in traced's trace) with at least 3 timed calls in traced-first's
+(of all of them, and of those called at least 3 times), and each op's device time extrapolated from
+traced-first's timed calls against traced's total.
+
     python3 scripts/bench_overhead.py                      # CPU, example model
     python3 scripts/bench_overhead.py --device cuda --model gpt2 --json out.json
+    python3 scripts/bench_overhead.py --device cuda --model llama --configs traced,traced-first,shapes-only \\
+        --op-seconds 0 --steps 20 --rounds 5
 """
 import argparse
 import json
@@ -29,7 +39,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "traced", "traced-sampled", "shapes-only", "cupti-kernels", "profiler", "route-unmet"]
+CONFIGS = ["none", "disabled", "traced", "traced-first", "traced-sampled", "shapes-only", "cupti-kernels", "profiler",
+           "route-unmet"]
+MODELS = ["small", "gpt2", "llama", "bert"]
 SAMPLE = "100/1000"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
@@ -74,6 +86,23 @@ def make_step(model, device, batch, seq):
             opt.step()
             return loss
         return step
+    if model in ("llama", "bert"):  # replay_throughput.py's models: the sizes issue 14 names
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import replay_throughput
+        torch.manual_seed(0)
+        net, make_batch, _ = replay_throughput.build_model(model)
+        net.to(device).train()
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        inputs, labels = make_batch(device)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+                loss = net(input_ids=inputs[0], labels=labels).loss
+            loss.backward()
+            opt.step()
+            return loss
+        return step
     sys.path.insert(0, str(ROOT / "examples"))
     import train_small
     net, opt, data = train_small.build(device, batch)
@@ -81,6 +110,7 @@ def make_step(model, device, batch, seq):
 
 
 def step_ms(step, device, steps, warmup):
+    """The median of `steps` steps after `warmup` more, and the mean of all warmup + steps."""
     import torch
     times = []
     for i in range(warmup + steps):
@@ -90,9 +120,8 @@ def step_ms(step, device, steps, warmup):
         step()
         if device == "cuda":
             torch.cuda.synchronize()
-        if i >= warmup:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times[warmup:]), statistics.fmean(times)
 
 
 def worker(args):
@@ -102,28 +131,32 @@ def worker(args):
     step()  # first call: lazy init, cuDNN/cuBLAS handles
 
     def measure():
-        return (tiny_op_us(args.device, args.op_seconds, args.reps),
-                step_ms(step, args.device, args.steps, args.warmup))
+        op_us = tiny_op_us(args.device, args.op_seconds, args.reps) if args.op_seconds > 0 else None
+        return op_us, step_ms(step, args.device, args.steps, args.warmup)
 
     if args.config == "profiler":
         from torch.profiler import ProfilerActivity, profile
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
         with profile(activities=acts, record_shapes=True):
-            op_us, ms = measure()
+            op_us, (ms, mean) = measure()
     else:
-        op_us, ms = measure()
-    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "torch": torch.__version__}))
+        op_us, (ms, mean) = measure()
+    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean,
+                      "torch": torch.__version__}))
 
 
 def run_config(args, config):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
-    if config in ("disabled", "traced", "traced-sampled", "shapes-only", "cupti-kernels", "route-unmet"):
+    if config in ("disabled", "traced", "traced-first", "traced-sampled", "shapes-only", "cupti-kernels",
+                  "route-unmet"):
         env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
         env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
     if config == "disabled":
         env["BB_DISABLE"] = "1"
     if config == "shapes-only":  # tracing without CUPTI device timing
         env["BB_DEVICE_TIME"] = "0"
+    if config == "traced-first":
+        env["BB_DEVICE_TIME"] = "first"
     if config == "traced-sampled":
         env["BB_DEVICE_TIME_SAMPLE"] = args.sample
     if config == "cupti-kernels":  # CUPTI's kernel records without tying them to ops: CUPTI's own share
@@ -142,9 +175,47 @@ def run_config(args, config):
     trace = env.get("BB_TRACE", "off")
     if config.startswith("traced") and args.device == "cuda" and os.path.exists(trace):
         import yaml  # what device timing did: a run that timed nothing must not pass as cheap
-        result["device_timing"] = yaml.safe_load(Path(trace).read_text())["meta"].get("device_timing")
+        t = yaml.load(Path(trace).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        result["device_timing"] = t["meta"].get("device_timing")
+        result["signatures"] = signature_times(t)
         os.unlink(trace)
     return result
+
+
+def signature_times(trace):
+    """Per signature that launched device work: op, calls, timed calls, the device time of all its calls
+    (as the trace extrapolates it where not every call was timed)."""
+    out = {}
+    for e in trace.get("ops") or []:
+        d = e.get("device_time")
+        if not e.get("kernels") and not d:
+            continue
+        args = [{k: v for k, v in a.items() if k != "range"} for a in e.get("args") or []]
+        key = e["op"] + json.dumps(args, sort_keys=True)
+        timed = d["calls"] if d else 0
+        total = (d.get("estimated_total_ns") or d["total_ns"]) if d else 0
+        out[key] = {"op": e["op"], "count": e["count"], "timed": timed, "total_ns": total}
+    return out
+
+
+def compare_timing(sampled, full, min_share=0.01):
+    """traced-first against traced (every call) in one round: coverage and per-op totals."""
+    ref = {k: v for k, v in full.items() if v["timed"] > 0}
+    covered = sum(1 for k in ref if sampled.get(k, {}).get("timed", 0) >= 3)
+    repeated = [k for k in ref if ref[k]["count"] >= 3]
+    covered_repeated = sum(1 for k in repeated if sampled.get(k, {}).get("timed", 0) >= 3)
+    with_time = sum(1 for k in ref if sampled.get(k, {}).get("total_ns", 0) > 0)
+    ops_full, ops_est = {}, {}
+    for k, v in full.items():
+        ops_full[v["op"]] = ops_full.get(v["op"], 0) + v["total_ns"]
+    for k, v in sampled.items():
+        ops_est[v["op"]] = ops_est.get(v["op"], 0) + v["total_ns"]
+    everything = sum(ops_full.values()) or 1
+    devs = {op: ops_est.get(op, 0) / t - 1 for op, t in ops_full.items() if t / everything >= min_share}
+    return {"signatures": len(ref), "with_3_timed": covered, "coverage": covered / max(len(ref), 1),
+            "called_3_times": len(repeated), "called_3_times_with_3_timed": covered_repeated,
+            "with_device_time": with_time,
+            "op_deviation": devs, "total_deviation": sum(ops_est.values()) / everything - 1}
 
 
 def describe_machine(device):
@@ -164,11 +235,12 @@ def describe_machine(device):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--model", default="small", choices=["small", "gpt2"])
+    p.add_argument("--model", default="small", choices=MODELS)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512, help="sequence length for gpt2")
     p.add_argument("--op-seconds", type=float, default=1.0,
-                   help="each tiny-op timing runs at least this long (keep it a multiple of the sampling period)")
+                   help="each tiny-op timing runs at least this long (keep it a multiple of the sampling period); "
+                   "0: no tiny-op timing")
     p.add_argument("--reps", type=int, default=5, help="tiny-op timings; the best counts")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -202,42 +274,77 @@ def main():
         for r in range(args.rounds):
             for c in configs:
                 rounds[c].append(run_config(args, c))
-                print(f"round {r + 1}/{args.rounds} {c}: {rounds[c][-1]['op_us']:.2f} us/op, "
-                      f"{rounds[c][-1]['step_ms']:.2f} ms/step", file=sys.stderr)
+                x = rounds[c][-1]
+                print(f"round {r + 1}/{args.rounds} {c}: " + (f"{x['op_us']:.2f} us/op, " if x["op_us"] else "")
+                      + f"{x['step_ms']:.2f} ms/step (mean {x['step_ms_mean']:.2f})", file=sys.stderr)
 
-    med = {c: {"op_us": min(x["op_us"] for x in rounds[c]),
-               "op_us_median": statistics.median(x["op_us"] for x in rounds[c]),
-               "step_ms": statistics.median(x["step_ms"] for x in rounds[c])} for c in configs}
+    tiny = args.op_seconds > 0
+    med = {c: {"op_us": min(x["op_us"] for x in rounds[c]) if tiny else None,
+               "op_us_median": statistics.median(x["op_us"] for x in rounds[c]) if tiny else None,
+               "step_ms": statistics.median(x["step_ms"] for x in rounds[c]),
+               "step_ms_mean": statistics.median(x["step_ms_mean"] for x in rounds[c])} for c in configs}
     base = med["none"]
-    model = "GPT-2 small" if args.model == "gpt2" else "examples/train_small.py"
+    model = {"gpt2": "GPT-2 small", "llama": "small Llama (8 layers, hidden 1024)", "bert": "BERT-base",
+             "small": "examples/train_small.py"}[args.model]
     model += f", batch {args.batch}" + (f", seq {args.seq}" if args.model == "gpt2" else "")
+    if args.model in ("llama", "bert"):
+        model = model.split(",")[0] + (", batch 4 x 512" if args.model == "llama" else ", batch 16 x 256") + \
+            (", bf16 autocast" if args.device == "cuda" else "")
     print(f"machine: {describe_machine(args.device)}; date {time.strftime('%Y-%m-%d')}"
           + (f"; CPUs {args.cpus}" if args.cpus else ""))
-    print(f"tiny op: torch.add on 1-element {args.device} tensors, best of {args.reps} x {args.op_seconds} s per "
-          f"process, best over {args.rounds} rounds (median in brackets); step: {model}, median of "
-          f"{args.steps} steps, median over rounds")
-    print(f"{'config':<16}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}")
+    print((f"tiny op: torch.add on 1-element {args.device} tensors, best of {args.reps} x {args.op_seconds} s per "
+           f"process, best over {args.rounds} rounds (median in brackets); " if tiny else "")
+          + f"step: {model}, median of {args.steps} steps after {args.warmup} + 1 more, median over "
+          f"{args.rounds} rounds; mean: of all {args.warmup + args.steps} steps after the first")
+    print(f"{'config':<16}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}"
+          f"{'mean ms':>10}{'mean x':>8}")
     for c in configs:
         m = med[c]
-        print(f"{c:<16}{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
-              f"{m['op_us'] - base['op_us']:>+10.2f}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}")
-    prof_cost = med["profiler"]["op_us"] - base["op_us"] if "profiler" in med else 0
-    ours = med["traced"]["op_us"] - base["op_us"] if "traced" in med else 0
+        op = (f"{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
+              f"{m['op_us'] - base['op_us']:>+10.2f}") if tiny else f"{'-':>8}{'':>10}{'':>10}"
+        print(f"{c:<16}{op}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}"
+              f"{m['step_ms_mean']:>10.2f}{m['step_ms_mean'] / base['step_ms_mean']:>8.3f}")
+    prof_cost = med["profiler"]["op_us"] - base["op_us"] if tiny and "profiler" in med else 0
+    ours = med["traced"]["op_us"] - base["op_us"] if tiny and "traced" in med else 0
     if prof_cost > 0 and "traced" in med:
         print(f"tracing costs {ours / prof_cost:.2f}x the profiler's per-op overhead")
     if prof_cost > 0 and "traced-sampled" in med:
         sampled = med["traced-sampled"]["op_us"] - base["op_us"]
         print(f"tracing with sampled device timing ({args.sample} ms) costs {sampled / prof_cost:.2f}x the profiler's "
               f"per-op overhead")
-        for x in rounds["traced-sampled"][-1:]:
-            d = x.get("device_timing") or {}
-            print(f"  last round's trace: status {d.get('status')}, {d.get('sampled')}, windows {d.get('windows')}, "
-                  f"CUPTI detached between {d.get('detaches')} of them, calls timed {d.get('calls_timed')}, "
-                  f"cut {d.get('cut_calls')}")
+    for c in ("traced-first", "traced-sampled"):
+        for x in rounds.get(c, [])[-1:]:
+            d = x.get("device_timing")
+            if not d:
+                continue
+            print(f"  {c}, last round's trace: status {d.get('status')}, mode {d.get('mode')}, {d.get('sampled')}, "
+                  f"windows {d.get('windows')}, CUPTI detached between {d.get('detaches')} of them, calls timed "
+                  f"{d.get('calls_timed')}, cut {d.get('cut_calls')}, attaching/detaching "
+                  f"{(d.get('control_ns') or 0) / 1e6:.1f} ms, CUPTI's overhead records "
+                  f"{(d.get('cupti_overhead_ns') or 0) / 1e6:.1f} ms")
+    comparisons = []
+    if "traced" in rounds and "traced-first" in rounds and args.device == "cuda":
+        for r, (a, b) in enumerate(zip(rounds["traced-first"], rounds["traced"])):
+            if "signatures" not in a or "signatures" not in b:
+                continue
+            cmp = compare_timing(a["signatures"], b["signatures"])
+            comparisons.append(cmp)
+            devs = sorted(cmp["op_deviation"].items(), key=lambda kv: -abs(kv[1]))
+            print(f"round {r + 1}: of {cmp['signatures']} signatures with device work, {cmp['with_device_time']} have a "
+                  f"device time and {cmp['with_3_timed']} >= 3 timed calls ({100 * cmp['coverage']:.1f}%); of the "
+                  f"{cmp['called_3_times']} called >= 3 times, {cmp['called_3_times_with_3_timed']}; per-op totals, "
+                  f"first calls extrapolated vs "
+                  f"every call, over {len(devs)} ops with >= 1% of device time: largest "
+                  + (f"{devs[0][0]} {100 * devs[0][1]:+.2f}%" if devs else "-")
+                  + (f", median |dev| {100 * statistics.median(abs(v) for _, v in devs):.2f}%" if devs else "")
+                  + f"; all ops together {100 * cmp['total_deviation']:+.2f}%")
     if args.json:
+        for rs in rounds.values():  # the per-signature lists made the comparisons above; too long to keep
+            for x in rs:
+                x.pop("signatures", None)
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "model": args.model, "rounds": rounds, "median": med,
-                       "machine": describe_machine(args.device)}, f, indent=1)
+                       "comparisons": comparisons, "machine": describe_machine(args.device)}, f, indent=1)
 
 
 if __name__ == "__main__":

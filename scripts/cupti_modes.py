@@ -44,7 +44,8 @@ def main():
     pre = str(Path(args.build) / "lib" / "libbbshim.so")
     with tempfile.TemporaryDirectory() as tmp:
         runs = [("none", {}), ("shapes-only", {"LD_PRELOAD": pre, "BB_DEVICE_TIME": "0"})]
-        runs += [(m, {"LD_PRELOAD": pre, "BB_CUPTI_MODE": m}) for m in ("callback", "external-all", "kernels-only")]
+        runs += [(m, {"LD_PRELOAD": pre, "BB_CUPTI_MODE": m, "BB_DEVICE_TIME": "all"})
+                 for m in ("callback", "external-all", "kernels-only")]
         for name, extra in runs:
             trace, tl = Path(tmp) / f"{name}.yaml", Path(tmp) / f"{name}.json"
             env = dict(base, BB_TRACE=str(trace), **extra)

@@ -72,7 +72,9 @@ def main():
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "t.yaml"
-        ours_env = dict(env, LD_PRELOAD=str(Path(args.build) / "lib" / "libbbshim.so"), BB_TRACE=str(trace))
+        # Every call timed, as torch.profiler does: the comparison is of the times, call for call.
+        ours_env = dict(env, LD_PRELOAD=str(Path(args.build) / "lib" / "libbbshim.so"), BB_TRACE=str(trace),
+                        BB_DEVICE_TIME="all")
         a = subprocess.run([sys.executable, __file__, "--worker", "bbshim"] + common, env=ours_env,
                            capture_output=True, text=True)
         b = subprocess.run([sys.executable, __file__, "--worker", "profiler"] + common, env=env,

@@ -160,7 +160,11 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
       auto it = times->by_signature.find(snap.sigs[k]);
       if (it == times->by_signature.end()) continue;
       const devtime::Sketch& s = it->second.per_call;
-      if (s.count() > 0) t.ops[k].device_time = trace::DeviceTime{s.count(), s.total(), s.min(), s.median(), s.max()};
+      if (s.count() > 0) {
+        trace::DeviceTime d{s.count(), s.total(), s.min(), s.median(), s.max()};
+        if (d.calls < t.ops[k].count) d.estimated_total_ns = trace::extrapolate(d, t.ops[k].count);
+        t.ops[k].device_time = d;
+      }
       t.ops[k].kernels = by_launches(it->second.kernels);
     }
     trace::DeviceTiming d;
@@ -169,10 +173,15 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
     d.dropped_records = times->health.dropped;
     d.unfinished_records = times->health.unfinished;
     d.incomplete_calls = times->health.calls_incomplete;
+    d.mode = times->mode;
     d.sampled = times->sampled;
     d.windows = times->windows;
     d.detaches = times->detaches;
     d.cut_calls = times->health.calls_cut;
+    d.control_ns = times->control_ns;
+    d.signatures_short = times->signatures_short;
+    d.cupti_overhead_ns = times->health.overhead_ns;
+    d.cupti_overhead_records = times->health.overhead_records;
     d.unattributed = times->health.unattributed;
     d.unattributed_ns = times->health.unattributed_ns;
     d.unattributed_kernels = by_launches(times->health.unattributed_names);

@@ -209,25 +209,35 @@ void start_quiet_thread(Fn fn, const char* what, const char* then) {
 // Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
 // the last one was due, until timing stops. Slow CUPTI calls (attaching takes milliseconds) shorten
 // neither the window nor, unless they overrun it, the period.
+void run_windows(devtime::CuptiSession* timer) {
+  using clock = std::chrono::steady_clock;
+  const auto on = std::chrono::milliseconds(timer->sampling().on_ms);
+  const auto period = std::chrono::milliseconds(timer->sampling().period_ms);
+  auto due = clock::now(), opened = due;  // the first window opened with start()
+  for (;;) {
+    std::this_thread::sleep_until(opened + on);
+    const auto closing = clock::now();
+    due += period;
+    if (due < closing + (period - on) / 2) due = closing + (period - on);  // fell behind: keep a gap
+    if (!timer->window(false, closing + (due - closing) / 2)) return;      // drains half the gap at most
+    std::this_thread::sleep_until(due);
+    if (!timer->window(true)) return;
+    opened = clock::now();
+  }
+}
+
+// First-calls timing: the session decides; this thread looks every 2 ms.
+void run_first_calls(devtime::CuptiSession* timer) {
+  while (timer->tick(std::chrono::steady_clock::now())) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
 void start_sampler(devtime::CuptiSession* timer) {
-  start_quiet_thread(
-      [timer] {
-        using clock = std::chrono::steady_clock;
-        const auto on = std::chrono::milliseconds(timer->sampling().on_ms);
-        const auto period = std::chrono::milliseconds(timer->sampling().period_ms);
-        auto due = clock::now(), opened = due;  // the first window opened with start()
-        for (;;) {
-          std::this_thread::sleep_until(opened + on);
-          const auto closing = clock::now();
-          due += period;
-          if (due < closing + (period - on) / 2) due = closing + (period - on);  // fell behind: keep a gap
-          if (!timer->window(false, closing + (due - closing) / 2)) return;      // drains half the gap at most
-          std::this_thread::sleep_until(due);
-          if (!timer->window(true)) return;
-          opened = clock::now();
-        }
-      },
-      "sampled device timing", "the first window stays open: every call is timed");
+  if (timer->sampling().mode == devtime::Sampling::Mode::Windows)
+    start_quiet_thread([timer] { run_windows(timer); }, "sampled device timing",
+                       "the first window stays open: every call is timed");
+  else
+    start_quiet_thread([timer] { run_first_calls(timer); }, "first-calls device timing",
+                       "CUPTI stays attached: every call is timed");
 }
 
 // A collection every second while timing runs. CUPTI hands over a buffer when it is full or when
@@ -270,7 +280,16 @@ void start_device_timing() {
 #else
   if (conflict.empty()) conflict = "this build has no CUPTI headers";
 #endif
-  const devtime::Sampling sampling{g_timing_options.sample_on_ms, g_timing_options.sample_period_ms};
+  devtime::Sampling sampling;
+  if (g_timing_options.sample_period_ms > 0)
+    sampling = devtime::Sampling::windows(g_timing_options.sample_on_ms, g_timing_options.sample_period_ms);
+  else if (g_timing_options.first_calls && !o.timeline && api && api->can_detach())
+    // Only where CUPTI can be detached between windows (the callback mode, no timeline): else
+    // windows would save next to nothing and time fewer calls.
+    sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms);
+  else if (g_timing_options.first_calls && api)
+    log::warn("BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "
+              "every call is timed");
   auto* timer = new devtime::CuptiSession(
       std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
   if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))
@@ -348,10 +367,12 @@ void configure_device_timing(const DeviceTimingOptions& options) { g_timing_opti
 DeviceTimeSnapshot device_time_snapshot() {
   devtime::CuptiSession* t = g_timer.load();
   if (!t)
-    return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", 0, 0};
+    return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", "", 0, 0, 0,
+            0};
   if (::getpid() == g_owner_pid) t->round();
-  return {t->status(),  t->collector().by_signature(), t->collector().health(), t->sampling().describe(), t->windows(),
-          t->detaches()};
+  return {t->status(),         t->collector().by_signature(), t->collector().health(),
+          t->sampling().mode_name(), t->sampling().describe(),    t->windows(),
+          t->detaches(),            t->control_ns(),              t->signatures_short()};
 }
 
 devtime::Collector::Timeline device_timeline() {

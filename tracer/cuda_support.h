@@ -29,8 +29,11 @@ struct DeviceTimingOptions {
   bool timeline = false;                 // keep events for BB_TIMELINE
   size_t timeline_max_events = 1000000;  // per kind
   std::string torch_lib_dir;             // where to look for torch's libcupti when none is loaded
+  bool first_calls = false;              // BB_DEVICE_TIME=first: each signature's first calls (default: all)
+  uint32_t calls = 5;                    // BB_DEVICE_TIME_CALLS: timed calls wanted per signature
+  uint32_t refresh_ms = 10000;           // BB_DEVICE_TIME_REFRESH: one more of each this often (0: never)
   uint32_t sample_on_ms = 0;             // BB_DEVICE_TIME_SAMPLE=ON/PERIOD: record ON ms of every
-  uint32_t sample_period_ms = 0;         // PERIOD ms (0: every call)
+  uint32_t sample_period_ms = 0;         // PERIOD ms (0: no windows)
 };
 // Call before install_cuda_support(). Timing starts when an op first uses a CUDA device.
 void configure_device_timing(const DeviceTimingOptions& options);
@@ -39,9 +42,12 @@ struct DeviceTimeSnapshot {
   std::string status;  // on | off: why | stopped: why
   std::map<uint32_t, devtime::SignatureTime> by_signature;
   devtime::Health health;
-  std::string sampled;    // "10 ms of every 100 ms"; empty: every call timed
+  std::string mode;       // all | first-calls | windows (devtime::Sampling)
+  std::string sampled;    // "10 ms of every 100 ms", "first 5 calls of each signature, ..."; empty: every call
   uint64_t windows = 0;   // sampled: windows opened
   uint64_t detaches = 0;  // sampled: gaps between windows with CUPTI detached
+  uint64_t control_ns = 0;  // sampled: spent attaching and detaching CUPTI
+  uint64_t signatures_short = 0;  // first-calls: signatures that want more timed calls now
 };
 // Collects finished records first (not after the final collection at exit).
 DeviceTimeSnapshot device_time_snapshot();

@@ -7,7 +7,7 @@ std::string device_name(const std::string&) { return ""; }
 void collect_device_ranges(bool) {}
 unsigned long dropped_device_ranges() { return 0; }
 void configure_device_timing(const DeviceTimingOptions&) {}
-DeviceTimeSnapshot device_time_snapshot() { return {"off: built without CUDA", {}, {}, "", 0}; }
+DeviceTimeSnapshot device_time_snapshot() { return {"off: built without CUDA", {}, {}}; }
 devtime::Collector::Timeline device_timeline() { return {}; }
 void forget_device_timing() {}
 

@@ -84,6 +84,26 @@ for _ in range(400_000):
 torch.cuda.synchronize()
 """
 
+# First-calls timing (BB_DEVICE_TIME=first): a steady loop, a pause, then a signature seen for the first time.
+LATE = """
+import time, torch
+x = torch.randn(256, 256, device="cuda")
+y = torch.randn(512, 512, device="cuda")
+def loop(seconds):
+    n, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        torch.mm(x, x)
+        n += 1
+    torch.cuda.synchronize()
+    return n
+n = loop(0.6)
+time.sleep(0.5)          # CUPTI is detached by now: nothing that comes again wants more timed calls
+for _ in range(20):
+    torch.mm(y, y)       # new: attaches CUPTI again, from its first call
+n += loop(0.6)
+print(n)
+"""
+
 
 def entries(t, op):
     return [e for e in t["ops"] if e["op"] == op]
@@ -97,7 +117,7 @@ class DeviceTime(TempDirTest):
         return r, load_trace(path)
 
     def test_kernels_are_attributed_to_the_op_that_launched_them(self):
-        r, t = self.trace(WORK)
+        r, t = self.trace(WORK, BB_DEVICE_TIME="all")
         self.assertEqual(r.stderr, "")
         timing = t["meta"]["device_timing"]
         self.assertEqual(timing["status"], "on", timing)
@@ -123,7 +143,7 @@ class DeviceTime(TempDirTest):
         self.assertFalse(names & {k["name"] for k in clamp["kernels"]}, names)
 
     def test_kernels_of_another_thread_stay_attributed_while_this_one_fills_buffers(self):
-        r, t = self.trace(BACKWARD_THEN_BUSY)
+        r, t = self.trace(BACKWARD_THEN_BUSY, BB_DEVICE_TIME="all")
         self.assertEqual(r.stderr, "")
         timing = t["meta"]["device_timing"]
         self.assertEqual((timing["status"], timing["unattributed"]), ("on", 0), timing)
@@ -170,7 +190,7 @@ class DeviceTime(TempDirTest):
         self.assertFalse([e for e in t["ops"] if "device_time" in e or "kernels" in e])
 
     def test_sampled_timing_times_a_fraction_of_the_calls_and_says_so(self):
-        _, full = self.trace(SAMPLED)
+        _, full = self.trace(SAMPLED, BB_DEVICE_TIME="all")
         started = time.monotonic()
         r, t = self.trace(SAMPLED, BB_DEVICE_TIME_SAMPLE="5/50")
         wall = time.monotonic() - started
@@ -198,6 +218,32 @@ class DeviceTime(TempDirTest):
         self.assertGreaterEqual(mm_full["device_time"]["calls"], 0.99 * mm_full["count"])
         self.assertAlmostEqual(d["median_ns"], mm_full["device_time"]["median_ns"],
                                delta=0.1 * mm_full["device_time"]["median_ns"])
+
+    def test_first_calls_of_each_signature_are_timed_and_totals_extrapolated(self):
+        _, full = self.trace(LATE, BB_DEVICE_TIME="all")
+        r, t = self.trace(LATE, BB_DEVICE_TIME="first")
+        self.assertEqual(r.stderr, "")
+        timing = t["meta"]["device_timing"]
+        self.assertEqual((timing["status"], timing["mode"]), ("on", "first-calls"), timing)
+        self.assertTrue(timing["sampled"].startswith("first 5 calls of each signature"), timing)
+        self.assertEqual(full["meta"]["device_timing"]["mode"], "all")
+        # CUPTI was detached once everything had its calls, and attached again for the new signature.
+        self.assertGreaterEqual(timing["detaches"], 1, timing)
+        self.assertGreaterEqual(timing["windows"], 2, timing)
+        self.assertGreater(timing["control_ns"], 0, timing)
+        small, = [e for e in entries(t, "aten::mm") if e["args"][0]["shape"] == [256, 256]]
+        late, = [e for e in entries(t, "aten::mm") if e["args"][0]["shape"] == [512, 512]]
+        self.assertEqual((small["count"], late["count"]), (int(r.stdout.split()[-1]), 20))
+        # The late signature: timed from its first call on, at least the 5 it wants.
+        self.assertGreaterEqual(late["device_time"]["calls"], 5, late)
+        d = small["device_time"]
+        self.assertTrue(5 <= d["calls"] < 0.5 * small["count"], d)  # most calls ran with CUPTI detached
+        # Extrapolated to all its calls: per call within 3% of timing every call (the loops run for a
+        # time, so the two runs' counts differ).
+        full_small, = [e for e in entries(full, "aten::mm") if e["args"][0]["shape"] == [256, 256]]
+        self.assertGreaterEqual(full_small["device_time"]["calls"], 0.99 * full_small["count"])
+        truth = full_small["device_time"]["total_ns"] / full_small["count"]
+        self.assertAlmostEqual(d["estimated_total_ns"] / small["count"], truth, delta=0.03 * truth)
 
     def test_timeline_links_ops_to_their_kernels(self):
         tl = self.dir / "timeline.json"

@@ -148,7 +148,8 @@ TEST_CASE("a broken config file is reported with its position and ignored") {
   CHECK(c.problems[0] ==
         "config error: " + dir +
             "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
-            "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_sample, timeline, "
+            "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_calls, "
+            "device_time_refresh, device_time_sample, timeline, "
             "timeline_max_events, "
             "backend, policy, summary); the file "
             "is ignored");
@@ -206,6 +207,25 @@ TEST_CASE("a setting has the same limits in the environment and in the config fi
   CHECK(on.disabled);
   CHECK_FALSE(on.int_ranges);
   CHECK(on.log_level == bb::log::Level::Info);
+}
+
+TEST_CASE("device timing: every call by default and with all, first calls with first, none with 0") {
+  Config d = config_of({});
+  CHECK((d.device_time && !d.device_time_first && d.device_time_calls == 5 && d.device_time_refresh == 10.0));
+  Config first =
+      config_of({{"BB_DEVICE_TIME", "first"}, {"BB_DEVICE_TIME_CALLS", "3"}, {"BB_DEVICE_TIME_REFRESH", "0"}});
+  CHECK(first.problems.empty());
+  CHECK((first.device_time && first.device_time_first && first.device_time_calls == 3 &&
+         first.device_time_refresh == 0));
+  Config all = config_of({{"BB_DEVICE_TIME", "all"}});
+  CHECK((all.problems.empty() && all.device_time && !all.device_time_first));
+  Config off = config_of({{"BB_DEVICE_TIME", "off"}});
+  CHECK((!off.device_time && !off.device_time_first));
+  Config bad = config_of({{"BB_DEVICE_TIME", "some"}, {"BB_DEVICE_TIME_CALLS", "0"}});
+  REQUIRE(bad.problems.size() == 2);
+  CHECK(bad.problems[0] ==
+        "BB_DEVICE_TIME='some' is not first or all, nor 1, true, on or yes, nor 0, false, off or no; using 1");
+  CHECK(bad.problems[1] == "BB_DEVICE_TIME_CALLS='0' is not a whole number in [1, 1000000]; using 5");
 }
 
 TEST_CASE("trace names: default, explicit, per rank, with placeholders") {

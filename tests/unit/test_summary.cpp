@@ -32,10 +32,32 @@ TEST_CASE("the summary ranks ops by device time when the trace has it") {
   CHECK(s.find("device timing: on; 7 calls timed, 2 device activities outside any op (0.002 ms), 1 calls unfinished "
                "at exit (not timed)") != std::string::npos);
   CHECK(s.find("top ops by device time") != std::string::npos);
-  CHECK(s.find("aten::add.Tensor                                     7       0.021  100.0%        3.00  void "
+  CHECK(s.find("aten::add.Tensor                                     7         7        0.021  100.0%        3.00  void "
                "at::native::vectorized_elementwise_kernel<4, at::nat...") != std::string::npos);
+  CHECK(s.find("~: extrapolated") == std::string::npos);  // every call was timed
   t.ops[0].device_time.reset();
   std::ostringstream none;
   bb::trace::print_summary(t, "x.yaml", {10, 0}, none);
   CHECK(none.str().find("top ops by device time") == std::string::npos);
+}
+
+TEST_CASE("where not every call was timed, the summary extrapolates and marks the total") {
+  auto t = bb::test::sample_trace();  // add.Tensor: 7 calls
+  t.ops[0].device_time = bb::trace::DeviceTime{5, 15000, 2000, 2900, 4100};
+  CHECK(bb::trace::estimated_ns(t.ops[0]) == 15000 + 2 * 2900);  // the median for each untimed call
+  t.meta.device_timing->mode = "first-calls";
+  t.meta.device_timing->sampled = "first 5 calls of each signature";
+  t.meta.device_timing->cupti_overhead_records = 3;
+  t.meta.device_timing->cupti_overhead_ns = 250000;
+  t.meta.device_timing->control_ns = 9000000;
+  std::ostringstream out;
+  bb::trace::print_summary(t, "x.yaml", {10, 0}, out);
+  const std::string s = out.str();
+  CHECK(s.find("7 calls timed (first-calls: first 5 calls of each signature)") != std::string::npos);
+  CHECK(s.find("CUPTI's own overhead 0.250 ms, attaching and detaching 9.000 ms") != std::string::npos);
+  CHECK(s.find("~: extrapolated to all calls from the timed ones") != std::string::npos);
+  CHECK(s.find("aten::add.Tensor                                     7         5       ~0.021  100.0%        3.00") != std::string::npos);
+  // As the trace says it, when it does.
+  t.ops[0].device_time->estimated_total_ns = 30000;
+  CHECK(bb::trace::estimated_ns(t.ops[0]) == 30000);
 }

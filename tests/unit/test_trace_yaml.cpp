@@ -222,3 +222,27 @@ TEST_CASE("base_name drops the overload") {
   CHECK(bb::trace::base_name("aten::relu") == "aten::relu");
   CHECK(bb::trace::base_name("aten::_foreach_add_.List") == "aten::_foreach_add_");
 }
+
+TEST_CASE("extrapolated totals and the timing mode read back as written") {
+  auto t = bb::test::sample_trace();
+  t.ops[0].device_time = bb::trace::DeviceTime{5, 15000, 2000, 2900, 4100, 20800};
+  auto& d = *t.meta.device_timing;
+  d.mode = "first-calls";
+  d.sampled = "first 5 calls of each signature, one more every 10 s";
+  d.windows = 3;
+  d.detaches = 2;
+  d.cut_calls = 1;
+  d.control_ns = 12000000;
+  d.signatures_short = 4;
+  d.cupti_overhead_ns = 777;
+  d.cupti_overhead_records = 2;
+  const std::string text = bb::trace::to_yaml(t);
+  CHECK(text.find("estimated_total_ns: 20800") != std::string::npos);
+  CHECK(text.find("mode: first-calls") != std::string::npos);
+  REQUIRE(parse_trace(text, "memory") == t);
+  const std::string low = std::string(kHeader) +
+                          "  - op: aten::relu\n    count: 9\n    args: []\n"
+                          "    device_time: {calls: 2, total_ns: 100, min_ns: 50, median_ns: 50, max_ns: 50, "
+                          "estimated_total_ns: 90}\n";
+  CHECK(error_of(low) == "7:103: estimated_total_ns is below total_ns");
+}

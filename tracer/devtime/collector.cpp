@@ -207,6 +207,12 @@ void Collector::add_dropped(uint64_t n) {
   health_.dropped += n;
 }
 
+void Collector::add_overhead(uint64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++health_.overhead_records;
+  health_.overhead_ns += ns;
+}
+
 size_t Collector::unmatched_links(uint32_t after, uint32_t upto) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;

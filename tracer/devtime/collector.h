@@ -93,6 +93,8 @@ struct Health {
   uint64_t unattributed_ns = 0;
   std::map<std::string, uint64_t> unattributed_names;  // at most 64 names; the rest under "(other)"
   uint64_t calls_timed = 0;
+  uint64_t overhead_records = 0;  // CUPTI's own overhead records (buffer flushes, instrumentation, ...)
+  uint64_t overhead_ns = 0;       // and the time they say CUPTI spent
   std::string stopped;  // why timing stopped; empty while it runs
 };
 
@@ -117,6 +119,7 @@ class Collector {
   void add_api(ApiCall call);
   void add_activity(DeviceActivity activity, uint64_t now);
   void add_dropped(uint64_t n);
+  void add_overhead(uint64_t ns);  // one of CUPTI's overhead records
   void add_op(const OpEvent& op);  // timeline only
   // Sampled timing: this call ran while a window opened or closed, so some of its work was not
   // recorded: it is left out (what it has, and what still comes for it) and counted in calls_cut.

@@ -17,15 +17,49 @@ struct OpStack {
   uint64_t external[kMaxDepth];
   uint64_t start[kMaxDepth];
   uint64_t epoch[kMaxDepth];
+  bool wanted[kMaxDepth];  // first-calls: its signature wanted it timed, and a window was open at its start
   int depth = 0;
 };
 thread_local OpStack t_ops;
 
 }  // namespace
 
+Sampling Sampling::windows(uint32_t on_ms, uint32_t period_ms) {
+  Sampling s;
+  s.mode = Mode::Windows;
+  s.on_ms = on_ms;
+  s.period_ms = period_ms;
+  return s;
+}
+
+Sampling Sampling::first_calls(uint32_t calls, uint32_t refresh_ms) {
+  Sampling s;
+  s.mode = Mode::FirstCalls;
+  s.calls = calls;
+  s.refresh_ms = refresh_ms;
+  return s;
+}
+
+const char* Sampling::mode_name() const {
+  switch (mode) {
+    case Mode::FirstCalls: return "first-calls";
+    case Mode::Windows: return "windows";
+    case Mode::All: break;
+  }
+  return "all";
+}
+
 std::string Sampling::describe() const {
-  if (!enabled()) return "";
-  return std::to_string(on_ms) + " ms of every " + std::to_string(period_ms) + " ms";
+  switch (mode) {
+    case Mode::Windows: return std::to_string(on_ms) + " ms of every " + std::to_string(period_ms) + " ms";
+    case Mode::FirstCalls:
+      return "first " + std::to_string(calls) + " calls of each signature" +
+             (refresh_ms == 0           ? std::string()
+              : refresh_ms % 1000 == 0 ? ", one more every " + std::to_string(refresh_ms / 1000) + " s"
+                                       : ", one more every " + std::to_string(refresh_ms) + " ms");
+    case Mode::All: break;
+  }
+  return "";
 }
 
 CuptiSession::CuptiSession(std::unique_ptr<CuptiApi> api, CollectorOptions options, Warn warn, Sampling sampling)
@@ -33,7 +67,9 @@ CuptiSession::CuptiSession(std::unique_ptr<CuptiApi> api, CollectorOptions optio
       collector_(options),
       timeline_(options.timeline),
       warn_(std::move(warn)),
-      sampling_(sampling) {}
+      sampling_(sampling) {
+  if (sampling_.mode == Sampling::Mode::FirstCalls) wants_ = std::make_unique<SignatureWants>(sampling_.calls);
+}
 
 bool CuptiSession::start(const std::string& conflict) {
   std::lock_guard<std::mutex> lock(control_);
@@ -47,6 +83,8 @@ bool CuptiSession::start(const std::string& conflict) {
     std::string err = api_->enable(&collector_);
     if (err.empty()) {
       started_ = true;
+      started_at_ = last_progress_at_ = std::chrono::steady_clock::now();
+      next_refresh_ = started_at_ + std::chrono::milliseconds(sampling_.refresh_ms);
       windows_.store(1);
       active_.store(true);
       return true;
@@ -60,11 +98,21 @@ bool CuptiSession::start(const std::string& conflict) {
 
 bool CuptiSession::op_start(uint32_t sig) {
   if (!active_.load(std::memory_order_relaxed)) return false;
+  // First-calls: a call its signature wants timed opens the window itself, before it launches anything.
+  bool wanted = false;
+  if (wants_ && sig != kNoSignature) {
+    const SignatureWants::Want w = wants_->wants(sig);
+    if (w != SignatureWants::Want::No && (epoch_.load() & 1) == 0) open_for_call(w == SignatureWants::Want::First);
+    wanted = w != SignatureWants::Want::No;
+  }
   const uint64_t external = make_external_id(sig, serial_.fetch_add(1, std::memory_order_relaxed) + 1);
   api_->push(external);
   if (t_ops.depth < kMaxDepth) {
     t_ops.external[t_ops.depth] = external;
     t_ops.epoch[t_ops.depth] = epoch_.load();
+    // The window stays open while a wanted call that began in it runs (closing would cut it).
+    t_ops.wanted[t_ops.depth] = wanted && (t_ops.epoch[t_ops.depth] & 1) != 0;
+    if (t_ops.wanted[t_ops.depth]) wanted_in_flight_.fetch_add(1, std::memory_order_relaxed);
     if (timeline_) t_ops.start[t_ops.depth] = api_->now();
   }
   ++t_ops.depth;
@@ -78,8 +126,13 @@ void CuptiSession::op_end() {
   api_->pop();
   // A window opened or closed during the call: part of its work was launched while CUPTI recorded
   // nothing. (Past kMaxDepth nesting this cannot be told; such calls are kept.)
-  if (sampling_.enabled() && d >= 0 && d < kMaxDepth && epoch_.load() != t_ops.epoch[d])
-    collector_.exclude(t_ops.external[d]);
+  if (sampling_.enabled() && d >= 0 && d < kMaxDepth) {
+    if (t_ops.wanted[d]) wanted_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    const uint64_t began = t_ops.epoch[d];
+    if (epoch_.load() != began) collector_.exclude(t_ops.external[d]);
+    else if (wants_ && (began & 1) != 0 && wants_->credit(signature_of(t_ops.external[d])))
+      progress_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (timeline_ && d >= 0 && d < kMaxDepth && active_.load(std::memory_order_relaxed)) {
     OpEvent e;
     e.external = t_ops.external[d];
@@ -89,6 +142,29 @@ void CuptiSession::op_end() {
     e.end = api_->now();
     collector_.add_op(e);
   }
+}
+
+// Attaching costs the calling thread milliseconds: a call opens a window itself only while what
+// attaching and detaching took stays within 2% of the time since timing started (plus 50 ms);
+// otherwise the sampler opens it when the budget allows, and that call is not timed.
+bool CuptiSession::within_budget(std::chrono::steady_clock::time_point now) const {
+  const auto since = std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_at_).count();
+  return static_cast<double>(control_ns_.load()) <= 0.02 * static_cast<double>(since) + 50e6;
+}
+
+// A signature seen for the first time may never come again (a step-dependent scalar makes a new one
+// every step): its call opens a window at most once per kFirstSightGap, and asks the sampler for
+// none (it would open after the call). One seen before that wants more opens it, or has the sampler
+// open it for its next call.
+void CuptiSession::open_for_call(bool first_sight) {
+  std::unique_lock<std::mutex> lock(control_, std::try_to_lock);
+  const auto now = std::chrono::steady_clock::now();
+  if (lock.owns_lock() && first_sight && now - last_first_sight_open_ < kFirstSightGap) return;
+  if (lock.owns_lock() && !closing_ && active_.load() && !finished_ && within_budget(now)) {
+    if ((epoch_.load() & 1) == 0 && open_locked() && first_sight) last_first_sight_open_ = now;
+    return;
+  }
+  if (!first_sight) open_wanted_.store(true);
 }
 
 void CuptiSession::taken_over(const std::string& what) {
@@ -117,23 +193,33 @@ void CuptiSession::round() {
   collector_.end_round(false);
 }
 
+bool CuptiSession::open_locked() {
+  // Recording on before calls can see the window.
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool attach = api_->detached();
+  std::string err = attach ? api_->attach() : api_->record(true);
+  if (attach)
+    control_ns_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  if (!err.empty()) {
+    stop_locked("sampled timing could not open a window: " + err);
+    return false;
+  }
+  open_mark_ = api_->last_linked();
+  last_progress_at_ = std::chrono::steady_clock::now();
+  last_progress_ = progress_.load();
+  epoch_.fetch_add(1);
+  windows_.fetch_add(1);
+  return true;
+}
+
 bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain_until) {
   uint32_t close_mark = 0;
   {
     std::lock_guard<std::mutex> lock(control_);
     if (!active_.load() || forgotten_.load() || finished_) return false;
     if (((epoch_.load() & 1) != 0) == open) return true;  // already so
-    if (open) {
-      // Recording on before calls can see the window.
-      if (std::string err = api_->detached() ? api_->attach() : api_->record(true); !err.empty()) {
-        stop_locked("sampled timing could not open a window: " + err);
-        return false;
-      }
-      open_mark_ = api_->last_linked();
-      epoch_.fetch_add(1);
-      windows_.fetch_add(1);
-      return true;
-    }
+    if (open) return open_locked();
     // Closing: the window ends for the calls first; whatever they launch from then on is theirs to
     // lose (they are cut), not a short time. Calls that begin while the records are going off are
     // cut as well (the second step).
@@ -145,6 +231,7 @@ bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain
     }
     epoch_.fetch_add(2);
     if (!api_->can_detach()) return true;
+    closing_ = true;
   }
   // The device may still be running the window's work: wait for its records (the lock is free
   // between looks), then collect everything, unfinished work as such (those calls are left out).
@@ -161,6 +248,7 @@ bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::lock_guard<std::mutex> lock(control_);
+  closing_ = false;
   if (!active_.load() || forgotten_.load() || finished_) {
     collector_.hold_rounds(false);
     return false;
@@ -168,8 +256,44 @@ bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain
   api_->flush(true);
   collector_.hold_rounds(false);
   collector_.end_round(false);
-  if (api_->detach(kDetachWaitMs)) detaches_.fetch_add(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (api_->detach(kDetachWaitMs)) {
+    detaches_.fetch_add(1);
+    control_ns_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  }
   return true;
+}
+
+bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
+  if (!wants_) return active_.load();
+  {
+    std::lock_guard<std::mutex> lock(control_);
+    if (!active_.load() || forgotten_.load() || finished_) return false;
+    if (sampling_.refresh_ms && now >= next_refresh_) {
+      wants_->refresh();
+      next_refresh_ = now + std::chrono::milliseconds(sampling_.refresh_ms);
+    }
+    if ((epoch_.load() & 1) == 0) {
+      // Closed: open if a call asked for it (and the budget allows), else wait for one.
+      if (!open_wanted_.load() || !within_budget(now)) return true;
+      open_wanted_.store(false);
+      return open_locked();
+    }
+    open_wanted_.store(false);
+    const uint64_t p = progress_.load();
+    if (p != last_progress_) {
+      last_progress_ = p;
+      last_progress_at_ = now;
+    }
+    // Open: while repeating signatures want more and get it (or the first window is young), or a
+    // wanted call is running; closed after kPatience without progress whatever runs.
+    const bool quiet = now - last_progress_at_ >= kPatience;
+    const bool settled = wants_->short_repeating() == 0 && wanted_in_flight_.load() <= 0 &&
+                         (windows_.load() > 1 || now - started_at_ >= kPatience);
+    if (!quiet && !settled) return true;
+  }
+  return window(false, now + kDrain);
 }
 
 void CuptiSession::finish() {

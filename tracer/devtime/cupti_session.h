@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tracer/devtime/collector.h"
+#include "tracer/devtime/signature_wants.h"
 
 namespace bb::devtime {
 
@@ -47,13 +48,27 @@ class CuptiApi {
   virtual uint32_t last_linked() const { return 0; }
 };
 
-// Sampled timing: device time is recorded in windows of on_ms at the start of every period_ms; calls
-// that start and end inside one window are timed, calls cut by a window's edge are left out (and
-// counted), the rest cost no more than tracing op shapes. Off (period_ms == 0): every call is timed.
+// Which calls are timed (docs/device-time.md).
+//   All         every call (BB_DEVICE_TIME=all; a timeline needs it).
+//   FirstCalls  the default: each signature's first `calls` calls, and one more of each every
+//               refresh_ms; CUPTI is detached while every signature seen has what it wants and
+//               attached again when one that wants more starts (a new one, say).
+//   Windows     the calls inside a window of on_ms at the start of every period_ms
+//               (BB_DEVICE_TIME_SAMPLE).
+// Calls cut by a window's edge are left out (and counted), never timed short; calls outside windows
+// cost no more than tracing op shapes.
 struct Sampling {
-  uint32_t on_ms = 0, period_ms = 0;
-  bool enabled() const { return period_ms > 0; }
-  std::string describe() const;  // "10 ms of every 100 ms", or "" when off
+  enum class Mode { All, FirstCalls, Windows };
+  Mode mode = Mode::All;
+  uint32_t on_ms = 0, period_ms = 0;  // Windows
+  uint32_t calls = 5;                 // FirstCalls: timed calls wanted per signature
+  uint32_t refresh_ms = 10000;        // FirstCalls: each signature wants one more this often (0: never)
+
+  static Sampling windows(uint32_t on_ms, uint32_t period_ms);
+  static Sampling first_calls(uint32_t calls, uint32_t refresh_ms);
+  bool enabled() const { return mode != Mode::All; }  // windows open and close
+  const char* mode_name() const;                      // all | first-calls | windows
+  std::string describe() const;  // "10 ms of every 100 ms", "first 5 calls of each signature, ...", or ""
 };
 
 class CuptiSession {
@@ -81,9 +96,21 @@ class CuptiSession {
   // them and detaches CUPTI; opening attaches it again. Returns false once timing has stopped: the
   // thread may end.
   bool window(bool open, std::chrono::steady_clock::time_point drain_until = {});
+  // FirstCalls, from the sampler thread every few milliseconds: refreshes what signatures want when
+  // due, opens a window a call asked for, and closes the open one when no repeating signature wants
+  // more and no wanted call runs (the first window stays kPatience at least), or when no repeating
+  // signature that wants more was timed for kPatience. Returns false once timing has stopped.
+  bool tick(std::chrono::steady_clock::time_point now);
   const Sampling& sampling() const { return sampling_; }
   uint64_t windows() const { return windows_.load(); }    // opened so far (the first included)
   uint64_t detaches() const { return detaches_.load(); }  // gaps between windows with CUPTI detached
+  uint64_t control_ns() const { return control_ns_.load(); }  // spent attaching and detaching CUPTI
+  // FirstCalls: signatures seen, and how many of them want more timed calls now.
+  uint64_t signatures_seen() const { return wants_ ? wants_->seen() : 0; }
+  uint64_t signatures_short() const { return wants_ ? wants_->short_of() : 0; }
+  static constexpr std::chrono::milliseconds kPatience{100};
+  static constexpr std::chrono::milliseconds kFirstSightGap{1000};  // between windows first sights open
+  static constexpr std::chrono::milliseconds kDrain{100};  // FirstCalls: how long closing waits for records
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
   void forget();  // in a forked child: never call CUPTI again
 
@@ -95,6 +122,9 @@ class CuptiSession {
 
  private:
   void stop_locked(const std::string& why);  // control_ held: collect what is ours, stop for good, say so
+  bool open_locked();                        // control_ held: a window opens (attaching CUPTI if detached)
+  void open_for_call(bool first_sight);      // FirstCalls: a call that wants timing starts between windows
+  bool within_budget(std::chrono::steady_clock::time_point now) const;
   std::unique_ptr<CuptiApi> api_;
   Collector collector_;
   const bool timeline_;
@@ -105,6 +135,15 @@ class CuptiSession {
   std::atomic<uint64_t> windows_{0};
   std::atomic<uint64_t> detaches_{0};
   uint32_t open_mark_ = 0;      // last_linked() as the window opened
+  // FirstCalls.
+  std::unique_ptr<SignatureWants> wants_;
+  std::atomic<uint64_t> progress_{0};     // timed calls that were wanted
+  std::atomic<bool> open_wanted_{false};  // a call asked for a window the sampler opens
+  std::atomic<int64_t> wanted_in_flight_{0};  // wanted calls running that began in an open window
+  std::atomic<uint64_t> control_ns_{0};
+  bool closing_ = false;  // control_: a window is being closed (its records drained): none opens meanwhile
+  std::chrono::steady_clock::time_point started_at_, next_refresh_, last_progress_at_, last_first_sight_open_;
+  uint64_t last_progress_ = 0;  // the sampler's
   mutable std::mutex control_;  // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};

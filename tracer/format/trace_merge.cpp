@@ -113,6 +113,7 @@ std::optional<DeviceTime> combine(const std::vector<DeviceTime>& parts) {
   for (size_t k = 1; k < parts.size(); ++k) {
     d.calls += parts[k].calls;
     d.total_ns += parts[k].total_ns;
+    d.estimated_total_ns += parts[k].estimated_total_ns;
     d.min_ns = std::min(d.min_ns, parts[k].min_ns);
     d.max_ns = std::max(d.max_ns, parts[k].max_ns);
   }
@@ -154,12 +155,17 @@ std::vector<TraceEntry> merge_entries(const std::vector<Trace>& traces, const Me
         join_ranges(m.args, e.args);
         add_kernels(m.kernels, e.kernels);
       }
-      if (e.device_time) out[it->second].times.push_back(*e.device_time);
+      if (e.device_time) {  // each part with its own estimate (every part's calls: its total)
+        DeviceTime d = *e.device_time;
+        if (!d.estimated_total_ns) d.estimated_total_ns = extrapolate(d, e.count);
+        out[it->second].times.push_back(d);
+      }
     }
   }
   std::vector<TraceEntry> entries;
   for (auto& m : out) {
     m.entry.device_time = combine(m.times);
+    if (auto& d = m.entry.device_time; d && d->calls >= m.entry.count) d->estimated_total_ns = 0;
     sort_kernels(m.entry.kernels);
     entries.push_back(std::move(m.entry));
   }
@@ -176,13 +182,14 @@ std::string common(const std::vector<Trace>& traces, Get get, const std::string&
 
 std::optional<DeviceTiming> merge_timing(const std::vector<Trace>& traces) {
   std::optional<DeviceTiming> out;
-  std::set<std::string> statuses, sampled;
+  std::set<std::string> statuses, sampled, modes;
   for (const auto& t : traces) {
     if (!t.meta.device_timing) continue;
     const DeviceTiming& d = *t.meta.device_timing;
     if (!out) out = DeviceTiming{};
     statuses.insert(d.status);
     if (!d.sampled.empty()) sampled.insert(d.sampled);
+    if (!d.mode.empty()) modes.insert(d.mode);
     for (auto [into, v] : {std::pair{&out->calls_timed, d.calls_timed},
                            {&out->dropped_records, d.dropped_records},
                            {&out->unfinished_records, d.unfinished_records},
@@ -190,6 +197,10 @@ std::optional<DeviceTiming> merge_timing(const std::vector<Trace>& traces) {
                            {&out->windows, d.windows},
                            {&out->detaches, d.detaches},
                            {&out->cut_calls, d.cut_calls},
+                           {&out->control_ns, d.control_ns},
+                           {&out->signatures_short, d.signatures_short},
+                           {&out->cupti_overhead_ns, d.cupti_overhead_ns},
+                           {&out->cupti_overhead_records, d.cupti_overhead_records},
                            {&out->unattributed, d.unattributed},
                            {&out->unattributed_ns, d.unattributed_ns}})
       *into += v;
@@ -203,6 +214,7 @@ std::optional<DeviceTiming> merge_timing(const std::vector<Trace>& traces) {
   };
   out->status = statuses.size() == 1 ? *statuses.begin() : "differs between processes: " + joined(statuses);
   out->sampled = joined(sampled);
+  out->mode = joined(modes);
   sort_kernels(out->unattributed_kernels);
   return out;
 }

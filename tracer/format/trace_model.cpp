@@ -78,9 +78,22 @@ bool ProcessInfo::operator==(const ProcessInfo& o) const {
 
 bool DeviceTiming::operator==(const DeviceTiming& o) const {
   return status == o.status && calls_timed == o.calls_timed && dropped_records == o.dropped_records &&
-         unfinished_records == o.unfinished_records && incomplete_calls == o.incomplete_calls && sampled == o.sampled &&
-         windows == o.windows && detaches == o.detaches && cut_calls == o.cut_calls && unattributed == o.unattributed &&
-         unattributed_ns == o.unattributed_ns && unattributed_kernels == o.unattributed_kernels;
+         unfinished_records == o.unfinished_records && incomplete_calls == o.incomplete_calls && mode == o.mode &&
+         sampled == o.sampled && windows == o.windows && detaches == o.detaches && cut_calls == o.cut_calls &&
+         control_ns == o.control_ns && signatures_short == o.signatures_short &&
+         cupti_overhead_ns == o.cupti_overhead_ns && cupti_overhead_records == o.cupti_overhead_records &&
+         unattributed == o.unattributed && unattributed_ns == o.unattributed_ns &&
+         unattributed_kernels == o.unattributed_kernels;
+}
+
+uint64_t estimated_ns(const TraceEntry& e) {
+  if (!e.device_time || e.device_time->calls == 0) return 0;
+  return e.device_time->estimated_total_ns ? e.device_time->estimated_total_ns : extrapolate(*e.device_time, e.count);
+}
+
+uint64_t extrapolate(const DeviceTime& d, uint64_t count) {
+  if (d.calls == 0 || count <= d.calls) return d.total_ns;
+  return d.total_ns + (count - d.calls) * d.median_ns;
 }
 
 bool Trace::operator==(const Trace& o) const { return version == o.version && meta == o.meta && ops == o.ops; }

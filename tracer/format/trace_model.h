@@ -75,12 +75,25 @@ struct ArgValue {
 // the durations of the kernels, copies and sets it launched. Nanoseconds.
 struct DeviceTime {
   uint64_t calls = 0;  // calls timed
-  uint64_t total_ns = 0, min_ns = 0, median_ns = 0, max_ns = 0;
+  uint64_t total_ns = 0, min_ns = 0, median_ns = 0, max_ns = 0;  // over the timed calls
+  // When fewer calls were timed than made: the device time of all of them, extrapolated (estimate()).
+  // 0 when every call was timed (or the trace predates it).
+  uint64_t estimated_total_ns = 0;
   bool operator==(const DeviceTime& o) const {
     return calls == o.calls && total_ns == o.total_ns && min_ns == o.min_ns && median_ns == o.median_ns &&
-           max_ns == o.max_ns;
+           max_ns == o.max_ns && estimated_total_ns == o.estimated_total_ns;
   }
 };
+
+// The device time of all `count` calls of a signature from its timed ones: the timed calls' total,
+// plus the median of the timed calls for each call not timed (the median, not the mean: a first call
+// that also ran cuDNN's or cuBLAS's tuning is counted once, as it ran, not once per call).
+uint64_t extrapolate(const DeviceTime& d, uint64_t count);
+
+struct TraceEntry;
+// An entry's device time for all its calls: as the trace says it (estimated_total_ns), or
+// extrapolated from its timed calls; 0 when none was timed.
+uint64_t estimated_ns(const TraceEntry& e);
 
 struct KernelCount {
   std::string name;  // demangled kernel name, or Memcpy HtoD, Memset, ...
@@ -116,10 +129,15 @@ struct DeviceTiming {
   uint64_t dropped_records = 0;     // CUPTI dropped them (buffers full)
   uint64_t unfinished_records = 0;  // still running at the last flush: left out
   uint64_t incomplete_calls = 0;    // calls with such a record: not timed
-  std::string sampled;              // sampled timing: "10 ms of every 100 ms"; empty: every call timed
+  std::string mode;                 // all | first-calls | windows; empty: before the mode was written
+  std::string sampled;              // "first 5 calls of each signature, ...", "10 ms of every 100 ms"; empty: all
   uint64_t windows = 0;             // sampled: windows opened
   uint64_t detaches = 0;            // sampled: gaps between windows with CUPTI detached
   uint64_t cut_calls = 0;           // sampled: calls a window's edge fell in: not timed
+  uint64_t control_ns = 0;          // sampled: spent attaching and detaching CUPTI
+  uint64_t signatures_short = 0;    // first-calls: signatures that had fewer timed calls than wanted
+  uint64_t cupti_overhead_ns = 0;   // what CUPTI's own overhead records say it spent
+  uint64_t cupti_overhead_records = 0;
   uint64_t unattributed = 0;        // device activity launched outside any op call
   uint64_t unattributed_ns = 0;
   std::vector<KernelCount> unattributed_kernels;  // by name, most launches first

@@ -69,11 +69,7 @@ std::string arg_text(const trace::ArgValue& a) {
 
 }  // namespace
 
-double traced_device_us(const trace::TraceEntry& e) {
-  if (!e.device_time || e.device_time->calls == 0) return 0;
-  return static_cast<double>(e.device_time->total_ns) / 1000.0 * static_cast<double>(e.count) /
-         static_cast<double>(e.device_time->calls);
-}
+double traced_device_us(const trace::TraceEntry& e) { return static_cast<double>(trace::estimated_ns(e)) / 1000.0; }
 
 std::string signature_text(const trace::TraceEntry& e) {
   std::ostringstream s;
@@ -111,41 +107,52 @@ void print_header(const trace::Trace& t, const std::string& source, std::ostream
   out << "\n";
   if (const auto& d = m.device_timing) {
     out << "  device timing: " << d->status << "; " << d->calls_timed << " calls timed";
+    if (!d->sampled.empty()) out << " (" << (d->mode.empty() ? "" : d->mode + ": ") << d->sampled << ")";
     if (d->unattributed)
       out << ", " << d->unattributed << " device activities outside any op (" << std::fixed << std::setprecision(3)
           << static_cast<double>(d->unattributed_ns) / 1e6 << " ms)" << std::defaultfloat;
     if (d->dropped_records) out << ", " << d->dropped_records << " records dropped by CUPTI";
     if (d->incomplete_calls) out << ", " << d->incomplete_calls << " calls unfinished at exit (not timed)";
+    if (d->cupti_overhead_records || d->control_ns)
+      out << "; CUPTI's own overhead " << std::fixed << std::setprecision(3)
+          << static_cast<double>(d->cupti_overhead_ns) / 1e6 << " ms, attaching and detaching "
+          << static_cast<double>(d->control_ns) / 1e6 << " ms" << std::defaultfloat;
     out << "\n";
   }
 }
 
 struct OpDeviceTime {
   std::string op;
-  uint64_t calls = 0, total_ns = 0;
+  uint64_t calls = 0, timed = 0, total_ns = 0, timed_ns = 0;  // total_ns: all calls (estimated where not timed)
   std::map<std::string, uint64_t> kernels;
 };
 
-// Ops by the device time their own launches took (CUPTI), largest first.
+// Ops by the device time their own launches took (CUPTI), largest first. Where not every call was
+// timed, an op's total is extrapolated from its timed calls (trace::extrapolate) and marked "~".
 void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
   std::map<std::string, OpDeviceTime> by;
   uint64_t all = 0;
+  bool estimated = false;
   for (const auto& e : t.ops) {
     if (!e.device_time) continue;
     OpDeviceTime& o = by[e.op];
     o.op = e.op;
-    o.calls += e.device_time->calls;
-    o.total_ns += e.device_time->total_ns;
-    all += e.device_time->total_ns;
+    o.calls += e.count;
+    o.timed += e.device_time->calls;
+    o.timed_ns += e.device_time->total_ns;
+    o.total_ns += trace::estimated_ns(e);
+    all += trace::estimated_ns(e);
     for (const auto& k : e.kernels) o.kernels[k.name] += k.launches;
   }
   if (by.empty() || all == 0) return;
   std::vector<OpDeviceTime> v;
   for (auto& [_, o] : by) v.push_back(std::move(o));
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
-  out << "\ntop ops by device time (kernels, copies and sets each call launched itself)\n";
-  out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "timed" << std::setw(12)
-      << "total ms" << std::setw(8) << "share" << std::setw(12) << "us/call"
+  for (const auto& o : v) estimated = estimated || o.timed < o.calls;
+  out << "\ntop ops by device time (kernels, copies and sets each call launched itself"
+      << (estimated ? "; ~: extrapolated to all calls from the timed ones" : "") << ")\n";
+  out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls" << std::setw(10)
+      << "timed" << std::setw(13) << "total ms" << std::setw(8) << "share" << std::setw(12) << "us/call"
       << "  most launched\n";
   for (size_t k = 0; k < v.size() && k < top; ++k) {
     const auto& o = v[k];
@@ -154,11 +161,13 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
     for (const auto& [name, n] : o.kernels)
       if (n > most) most = n, kernel = name;
     if (kernel.size() > 60) kernel = kernel.substr(0, 57) + "...";
-    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls << std::fixed
-        << std::setprecision(3) << std::setw(12) << static_cast<double>(o.total_ns) / 1e6 << std::setprecision(1)
-        << std::setw(7) << 100.0 * static_cast<double>(o.total_ns) / static_cast<double>(all) << "%"
-        << std::setprecision(2) << std::setw(12)
-        << static_cast<double>(o.total_ns) / 1e3 / static_cast<double>(std::max<uint64_t>(o.calls, 1))
+    std::ostringstream total;
+    total << (o.timed < o.calls ? "~" : "") << std::fixed << std::setprecision(3)
+          << static_cast<double>(o.total_ns) / 1e6;
+    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls << std::setw(10)
+        << o.timed << std::setw(13) << total.str() << std::fixed << std::setprecision(1) << std::setw(7)
+        << 100.0 * static_cast<double>(o.total_ns) / static_cast<double>(all) << "%" << std::setprecision(2)
+        << std::setw(12) << static_cast<double>(o.timed_ns) / 1e3 / static_cast<double>(std::max<uint64_t>(o.timed, 1))
         << std::defaultfloat << "  " << kernel << "\n";
   }
   if (v.size() > top) out << "  ... " << v.size() - top << " more ops\n";

@@ -180,11 +180,19 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
     out << YAML::Key << "dropped_records" << YAML::Value << d->dropped_records;
     out << YAML::Key << "unfinished_records" << YAML::Value << d->unfinished_records;
     out << YAML::Key << "incomplete_calls" << YAML::Value << d->incomplete_calls;
+    if (!d->mode.empty()) out << YAML::Key << "mode" << YAML::Value << d->mode;
     if (!d->sampled.empty()) {
       out << YAML::Key << "sampled" << YAML::Value << YAML::DoubleQuoted << d->sampled;
       out << YAML::Key << "windows" << YAML::Value << d->windows;
       out << YAML::Key << "detaches" << YAML::Value << d->detaches;
       out << YAML::Key << "cut_calls" << YAML::Value << d->cut_calls;
+      out << YAML::Key << "control_ns" << YAML::Value << d->control_ns;
+      if (d->mode == "first-calls")
+        out << YAML::Key << "signatures_short" << YAML::Value << d->signatures_short;
+    }
+    if (d->cupti_overhead_records) {
+      out << YAML::Key << "cupti_overhead_ns" << YAML::Value << d->cupti_overhead_ns;
+      out << YAML::Key << "cupti_overhead_records" << YAML::Value << d->cupti_overhead_records;
     }
     out << YAML::Key << "unattributed" << YAML::Value << d->unattributed;
     out << YAML::Key << "unattributed_ns" << YAML::Value << d->unattributed_ns;
@@ -217,6 +225,7 @@ void emit_entry(YAML::Emitter& out, const TraceEntry& e) {
     out << YAML::Key << "min_ns" << YAML::Value << d->min_ns;
     out << YAML::Key << "median_ns" << YAML::Value << d->median_ns;
     out << YAML::Key << "max_ns" << YAML::Value << d->max_ns;
+    if (d->estimated_total_ns) out << YAML::Key << "estimated_total_ns" << YAML::Value << d->estimated_total_ns;
     out << YAML::EndMap;
   }
   if (!e.kernels.empty()) {
@@ -358,6 +367,9 @@ class Reader : public yaml::Reader {
       t.max_ns = scalar<uint64_t>(require(d, "max_ns"), "a non-negative integer");
       if (t.min_ns > t.median_ns || t.median_ns > t.max_ns) fail(d, "expected min_ns <= median_ns <= max_ns");
       if (t.calls > e.count) fail(d["calls"], "device_time calls exceed count");
+      t.estimated_total_ns = optional<uint64_t>(d, "estimated_total_ns", 0, "a non-negative integer");
+      if (t.estimated_total_ns && t.estimated_total_ns < t.total_ns)
+        fail(d["estimated_total_ns"], "estimated_total_ns is below total_ns");
       e.device_time = t;
     }
     if (YAML::Node k = n["kernels"]) e.kernels = kernels(k);
@@ -423,7 +435,12 @@ class Reader : public yaml::Reader {
       t.dropped_records = optional<uint64_t>(d, "dropped_records", 0, "a non-negative integer");
       t.unfinished_records = optional<uint64_t>(d, "unfinished_records", 0, "a non-negative integer");
       t.incomplete_calls = optional<uint64_t>(d, "incomplete_calls", 0, "a non-negative integer");
+      t.mode = optional<std::string>(d, "mode", "", "a string");
       t.sampled = optional<std::string>(d, "sampled", "", "a string");
+      t.control_ns = optional<uint64_t>(d, "control_ns", 0, "a non-negative integer");
+      t.signatures_short = optional<uint64_t>(d, "signatures_short", 0, "a non-negative integer");
+      t.cupti_overhead_ns = optional<uint64_t>(d, "cupti_overhead_ns", 0, "a non-negative integer");
+      t.cupti_overhead_records = optional<uint64_t>(d, "cupti_overhead_records", 0, "a non-negative integer");
       t.windows = optional<uint64_t>(d, "windows", 0, "a non-negative integer");
       t.detaches = optional<uint64_t>(d, "detaches", 0, "a non-negative integer");
       t.cut_calls = optional<uint64_t>(d, "cut_calls", 0, "a non-negative integer");
