@@ -14,6 +14,7 @@
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
 #include "tracer/devtime/timeline.h"
+#include "tracer/format/device_estimate.h"
 #include "tracer/format/op_name.h"
 #include "tracer/format/trace_yaml.h"
 
@@ -156,17 +157,23 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
   bool cuda = false;
   for (const auto& d : snap.devices) cuda = cuda || d.rfind("cuda", 0) == 0;
   if (times && cuda) {
+    // Timing that left calls out on purpose (first-calls, windows): totals extrapolated to every call,
+    // and signatures none of whose calls was timed estimated from those equal to them but for float
+    // scalars' values (AdamW's step-dependent ones). Where every call is timed, the untimed calls
+    // launched nothing.
+    const bool sampled = times->mode == "first-calls" || times->mode == "windows";
     for (size_t k = 0; k < t.ops.size() && k < snap.sigs.size(); ++k) {
       auto it = times->by_signature.find(snap.sigs[k]);
       if (it == times->by_signature.end()) continue;
       const devtime::Sketch& s = it->second.per_call;
       if (s.count() > 0) {
         trace::DeviceTime d{s.count(), s.total(), s.min(), s.median(), s.max()};
-        if (d.calls < t.ops[k].count) d.estimated_total_ns = trace::extrapolate(d, t.ops[k].count);
+        if (sampled && d.calls < t.ops[k].count) d.estimated_total_ns = trace::extrapolate(d, t.ops[k].count);
         t.ops[k].device_time = d;
       }
       t.ops[k].kernels = by_launches(it->second.kernels);
     }
+    if (sampled) trace::estimate_from_similar(t.ops);
     trace::DeviceTiming d;
     d.status = times->status;
     d.calls_timed = times->health.calls_timed;

@@ -3,6 +3,7 @@
 #include "catch.h"
 #include "tracer/format/trace_summary.h"
 #include "sample_trace.h"
+#include "tracer/format/device_estimate.h"
 
 TEST_CASE("the summary lists ops by calls with their signature counts") {
   auto t = bb::test::sample_trace();
@@ -44,7 +45,9 @@ TEST_CASE("the summary ranks ops by device time when the trace has it") {
 TEST_CASE("where not every call was timed, the summary extrapolates and marks the total") {
   auto t = bb::test::sample_trace();  // add.Tensor: 7 calls
   t.ops[0].device_time = bb::trace::DeviceTime{5, 15000, 2000, 2900, 4100};
-  CHECK(bb::trace::estimated_ns(t.ops[0]) == 15000 + 2 * 2900);  // the median for each untimed call
+  CHECK(bb::trace::estimated_ns(t.ops[0]) == 15000);  // no estimate in the trace: what was timed
+  CHECK(bb::trace::extrapolate(*t.ops[0].device_time, 7) == 15000 + 2 * 2900);  // the median per untimed call
+  t.ops[0].device_time->estimated_total_ns = 15000 + 2 * 2900;
   t.meta.device_timing->mode = "first-calls";
   t.meta.device_timing->sampled = "first 5 calls of each signature";
   t.meta.device_timing->cupti_overhead_records = 3;
@@ -55,9 +58,35 @@ TEST_CASE("where not every call was timed, the summary extrapolates and marks th
   const std::string s = out.str();
   CHECK(s.find("7 calls timed (first-calls: first 5 calls of each signature)") != std::string::npos);
   CHECK(s.find("CUPTI's own overhead 0.250 ms, attaching and detaching 9.000 ms") != std::string::npos);
-  CHECK(s.find("~: extrapolated to all calls from the timed ones") != std::string::npos);
+  CHECK(s.find("~: extrapolated to all calls from the timed ones, or from signatures equal but for float scalars") !=
+        std::string::npos);
   CHECK(s.find("aten::add.Tensor                                     7         5       ~0.021  100.0%        3.00") != std::string::npos);
   // As the trace says it, when it does.
   t.ops[0].device_time->estimated_total_ns = 30000;
   CHECK(bb::trace::estimated_ns(t.ops[0]) == 30000);
+}
+
+TEST_CASE("a signature none of whose calls was timed gets the device time of those equal but for float scalars") {
+  using namespace bb::trace;
+  auto t = bb::test::sample_trace();  // add.Tensor(float32[2,3], bfloat16[3]@cuda:0, alpha 0.1): 7 calls
+  TraceEntry step2 = t.ops[0], other = t.ops[0], ints = t.ops[1];
+  t.ops[0].device_time = DeviceTime{3, 9000, 2900, 3000, 3100, 21000};
+  step2.args[2].f = 0.2;  // the same call with another alpha: a new signature, never timed
+  step2.count = 4;
+  step2.device_time.reset();
+  other.args[0].tensors[0]->shape = {4, 3};  // other shapes: no estimate
+  other.device_time.reset();
+  ints.device_time.reset();
+  t.ops = {t.ops[0], step2, other, ints};
+  CHECK(estimate_from_similar(t.ops) == 1);
+  REQUIRE(t.ops[1].device_time);
+  CHECK(t.ops[1].device_time->from_similar);
+  CHECK(t.ops[1].device_time->calls == 0);
+  CHECK(t.ops[1].device_time->estimated_total_ns == 4 * 3000);
+  CHECK(estimated_ns(t.ops[1]) == 4 * 3000);
+  CHECK_FALSE(t.ops[2].device_time);
+  CHECK_FALSE(t.ops[3].device_time);
+  std::ostringstream out;
+  print_summary(t, "x.yaml", {10, 0}, out);  // the op's total: 21000 + 12000 ns, estimated
+  CHECK(out.str().find("~0.033") != std::string::npos);
 }

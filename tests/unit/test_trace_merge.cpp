@@ -2,6 +2,7 @@
 // combined, each process kept in meta.merged_from.
 #include "catch.h"
 #include "sample_trace.h"
+#include "tracer/format/device_estimate.h"
 #include "tracer/format/trace_merge.h"
 #include "tracer/format/trace_yaml.h"
 
@@ -109,4 +110,20 @@ TEST_CASE("traces of different programs, or one trace twice, are not merged") {
   } catch (const TraceMergeError& e) {
     CHECK(std::string(e.what()).find("a.yaml and copy.yaml are the same process (pid 100") != std::string::npos);
   }
+}
+
+TEST_CASE("merged estimates: sampled parts' estimates summed, a part estimated from similar ones adds its estimate") {
+  Trace r0 = rank_trace(0), r1 = rank_trace(1);
+  r0.ops[0].device_time = DeviceTime{5, 15000, 2000, 2900, 4100, 15000 + 2 * 2900};  // 5 of 7 timed
+  r1.ops[0].device_time = DeviceTime{0, 0, 0, 0, 0, 9 * 3000, true};               // none timed, 9 calls
+  const Trace m = merge_traces({r0, r1}, {"a.yaml", "b.yaml"});
+  const DeviceTime& d = *m.ops[0].device_time;
+  CHECK(d.calls == 5);
+  CHECK(d.total_ns == 15000);
+  CHECK(d.min_ns == 2000);  // the timed part's, not the estimated part's zeros
+  CHECK(d.max_ns == 4100);
+  CHECK(d.median_ns == 2900);
+  CHECK(d.estimated_total_ns == 15000 + 2 * 2900 + 9 * 3000);
+  CHECK_FALSE(d.from_similar);
+  CHECK(estimated_ns(m.ops[0]) == d.estimated_total_ns);
 }

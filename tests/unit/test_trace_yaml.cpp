@@ -245,4 +245,12 @@ TEST_CASE("extrapolated totals and the timing mode read back as written") {
                           "    device_time: {calls: 2, total_ns: 100, min_ns: 50, median_ns: 50, max_ns: 50, "
                           "estimated_total_ns: 90}\n";
   CHECK(error_of(low) == "7:103: estimated_total_ns is below total_ns");
+  t.ops[0].device_time = bb::trace::DeviceTime{0, 0, 0, 0, 0, 9000, true};
+  const std::string similar = bb::trace::to_yaml(t);
+  CHECK(similar.find("estimated_total_ns: 9000, from_similar: true}") != std::string::npos);
+  REQUIRE(parse_trace(similar, "memory") == t);
+  CHECK(error_of(std::string(kHeader) +
+                 "  - {op: aten::relu, count: 2, device_time: {calls: 1, total_ns: 5, min_ns: 5, median_ns: 5, "
+                 "max_ns: 5, estimated_total_ns: 10, from_similar: true}}\n")
+            .find("from_similar needs calls: 0 and an estimated_total_ns") != std::string::npos);
 }

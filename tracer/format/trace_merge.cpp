@@ -1,5 +1,7 @@
 #include "tracer/format/trace_merge.h"
 
+#include "tracer/format/device_estimate.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -35,49 +37,6 @@ void renumber(std::vector<ArgValue>& args, Renumbering& r) {
   }
 }
 
-void add_bits(std::string& key, double v) {
-  if (v != v) v = std::nan("");  // one NaN, whatever its payload
-  char b[sizeof v];
-  std::memcpy(b, &v, sizeof v);
-  key.append(b, sizeof b);
-}
-
-template <class T>
-void add_list(std::string& key, const std::vector<T>& v) {
-  key += "[" + std::to_string(v.size());
-  for (const auto& x : v) key += "," + std::to_string(x);
-  key += "]";
-}
-
-void add_tensor(std::string& key, const std::optional<TensorMeta>& t) {
-  if (!t) {
-    key += "|null";
-    return;
-  }
-  key += "|" + t->dtype + "|" + t->device + "|" + t->layout + "|" + std::to_string(t->offset) +
-         (t->symbolic ? "|sym" : "|");
-  add_list(key, t->shape);
-  add_list(key, t->stride);
-}
-
-// Everything of a signature that ArgValue::operator== compares, but the observed integer ranges.
-std::string signature_key(const TraceEntry& e) {
-  std::string key = e.op;
-  for (const auto& a : e.args) {
-    key += "\n" + a.name + "|" + a.type + "|" + to_string(a.kind) + (a.kwarg_only ? "|kw|" : "|") +
-           std::to_string(a.i) + "|" + std::to_string(a.b) + "|" + std::to_string(a.text.size()) + ":" + a.text;
-    add_bits(key, a.f);
-    add_bits(key, a.c.real());
-    add_bits(key, a.c.imag());
-    add_list(key, a.ints);
-    key += "[";
-    for (double x : a.floats) add_bits(key, x);
-    key += "]";
-    add_list(key, std::vector<int>(a.bools.begin(), a.bools.end()));
-    for (const auto& t : a.tensors) add_tensor(key, t);
-  }
-  return key;
-}
 
 void add_kernels(std::vector<KernelCount>& into, const std::vector<KernelCount>& more) {
   for (const auto& k : more) {
@@ -106,18 +65,26 @@ void join_ranges(std::vector<ArgValue>& into, const std::vector<ArgValue>& more)
     }
 }
 
-// Count, total, min and max exactly; the median as the calls-weighted median of the medians.
+// Count, total, min and max exactly over the timed parts; the median as the calls-weighted median of
+// their medians; the estimates summed (from_similar only where no part was timed).
 std::optional<DeviceTime> combine(const std::vector<DeviceTime>& parts) {
   if (parts.empty()) return std::nullopt;
-  DeviceTime d = parts.front();
-  for (size_t k = 1; k < parts.size(); ++k) {
-    d.calls += parts[k].calls;
-    d.total_ns += parts[k].total_ns;
-    d.estimated_total_ns += parts[k].estimated_total_ns;
-    d.min_ns = std::min(d.min_ns, parts[k].min_ns);
-    d.max_ns = std::max(d.max_ns, parts[k].max_ns);
+  DeviceTime d;
+  d.from_similar = true;
+  bool timed = false;
+  for (const auto& p : parts) {
+    d.calls += p.calls;
+    d.total_ns += p.total_ns;
+    d.estimated_total_ns += p.estimated_total_ns;
+    if (p.calls == 0) continue;
+    d.min_ns = timed ? std::min(d.min_ns, p.min_ns) : p.min_ns;
+    d.max_ns = std::max(d.max_ns, p.max_ns);
+    timed = true;
+    d.from_similar = false;
   }
-  std::vector<DeviceTime> by_median = parts;
+  std::vector<DeviceTime> by_median;
+  for (const auto& p : parts)
+    if (p.calls > 0) by_median.push_back(p);
   std::stable_sort(by_median.begin(), by_median.end(),
                    [](const DeviceTime& a, const DeviceTime& b) { return a.median_ns < b.median_ns; });
   uint64_t seen = 0;

@@ -6,6 +6,9 @@
 #include <array>
 #include <ctime>
 #include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
 
 namespace bb::trace {
 namespace {
@@ -86,15 +89,54 @@ bool DeviceTiming::operator==(const DeviceTiming& o) const {
          unattributed_kernels == o.unattributed_kernels;
 }
 
-uint64_t estimated_ns(const TraceEntry& e) {
-  if (!e.device_time || e.device_time->calls == 0) return 0;
-  return e.device_time->estimated_total_ns ? e.device_time->estimated_total_ns : extrapolate(*e.device_time, e.count);
+namespace {
+
+void add_bits(std::string& key, double v) {
+  if (v != v) v = std::nan("");  // one NaN, whatever its payload
+  char b[sizeof v];
+  std::memcpy(b, &v, sizeof v);
+  key.append(b, sizeof b);
 }
 
-uint64_t extrapolate(const DeviceTime& d, uint64_t count) {
-  if (d.calls == 0 || count <= d.calls) return d.total_ns;
-  return d.total_ns + (count - d.calls) * d.median_ns;
+template <class T>
+void add_list(std::string& key, const std::vector<T>& v) {
+  key += "[" + std::to_string(v.size());
+  for (const auto& x : v) key += "," + std::to_string(x);
+  key += "]";
 }
+
+void add_tensor(std::string& key, const std::optional<TensorMeta>& t) {
+  if (!t) {
+    key += "|null";
+    return;
+  }
+  key += "|" + t->dtype + "|" + t->device + "|" + t->layout + "|" + std::to_string(t->offset) +
+         (t->symbolic ? "|sym" : "|");
+  add_list(key, t->shape);
+  add_list(key, t->stride);
+}
+
+}  // namespace
+
+// Everything of a signature that ArgValue::operator== compares, but the observed integer ranges.
+std::string signature_key(const TraceEntry& e) {
+  std::string key = e.op;
+  for (const auto& a : e.args) {
+    key += "\n" + a.name + "|" + a.type + "|" + to_string(a.kind) + (a.kwarg_only ? "|kw|" : "|") +
+           std::to_string(a.i) + "|" + std::to_string(a.b) + "|" + std::to_string(a.text.size()) + ":" + a.text;
+    add_bits(key, a.f);
+    add_bits(key, a.c.real());
+    add_bits(key, a.c.imag());
+    add_list(key, a.ints);
+    key += "[";
+    for (double x : a.floats) add_bits(key, x);
+    key += "]";
+    add_list(key, std::vector<int>(a.bools.begin(), a.bools.end()));
+    for (const auto& t : a.tensors) add_tensor(key, t);
+  }
+  return key;
+}
+
 
 bool Trace::operator==(const Trace& o) const { return version == o.version && meta == o.meta && ops == o.ops; }
 

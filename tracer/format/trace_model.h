@@ -76,24 +76,17 @@ struct ArgValue {
 struct DeviceTime {
   uint64_t calls = 0;  // calls timed
   uint64_t total_ns = 0, min_ns = 0, median_ns = 0, max_ns = 0;  // over the timed calls
-  // When fewer calls were timed than made: the device time of all of them, extrapolated (estimate()).
-  // 0 when every call was timed (or the trace predates it).
+  // When fewer calls were timed than made: the device time of all of them, extrapolated
+  // (tracer/format/device_estimate.h). 0 when every call was timed (or the trace predates it).
   uint64_t estimated_total_ns = 0;
+  // No call of this signature was timed: estimated_total_ns is from signatures equal to it but for
+  // the values of float scalars (estimate_from_similar()).
+  bool from_similar = false;
   bool operator==(const DeviceTime& o) const {
     return calls == o.calls && total_ns == o.total_ns && min_ns == o.min_ns && median_ns == o.median_ns &&
-           max_ns == o.max_ns && estimated_total_ns == o.estimated_total_ns;
+           max_ns == o.max_ns && estimated_total_ns == o.estimated_total_ns && from_similar == o.from_similar;
   }
 };
-
-// The device time of all `count` calls of a signature from its timed ones: the timed calls' total,
-// plus the median of the timed calls for each call not timed (the median, not the mean: a first call
-// that also ran cuDNN's or cuBLAS's tuning is counted once, as it ran, not once per call).
-uint64_t extrapolate(const DeviceTime& d, uint64_t count);
-
-struct TraceEntry;
-// An entry's device time for all its calls: as the trace says it (estimated_total_ns), or
-// extrapolated from its timed calls; 0 when none was timed.
-uint64_t estimated_ns(const TraceEntry& e);
 
 struct KernelCount {
   std::string name;  // demangled kernel name, or Memcpy HtoD, Memset, ...
@@ -181,6 +174,10 @@ struct Trace {
   std::vector<TraceEntry> ops;
   bool operator==(const Trace& o) const;
 };
+
+// Everything of a signature that ArgValue::operator== compares, but the observed integer ranges: equal
+// keys, one signature (bbtrace merge).
+std::string signature_key(const TraceEntry& e);
 
 // True for torch's Python name of a dtype (float32, bfloat16, float8_e4m3fn, uint4, ...).
 bool is_dtype_name(const std::string& name);

@@ -1,5 +1,7 @@
 #include "tracer/format/trace_summary.h"
 
+#include "tracer/format/device_estimate.h"
+
 #include <algorithm>
 #include <iomanip>
 #include <map>
@@ -124,11 +126,12 @@ void print_header(const trace::Trace& t, const std::string& source, std::ostream
 struct OpDeviceTime {
   std::string op;
   uint64_t calls = 0, timed = 0, total_ns = 0, timed_ns = 0;  // total_ns: all calls (estimated where not timed)
+  bool estimated = false;                                      // some of its entries' totals are estimates
   std::map<std::string, uint64_t> kernels;
 };
 
-// Ops by the device time their own launches took (CUPTI), largest first. Where not every call was
-// timed, an op's total is extrapolated from its timed calls (trace::extrapolate) and marked "~".
+// Ops by the device time their own launches took (CUPTI), largest first. Where the trace estimates
+// the device time of calls not timed (tracer/format/device_estimate.h), the op's total is marked "~".
 void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
   std::map<std::string, OpDeviceTime> by;
   uint64_t all = 0;
@@ -141,6 +144,7 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
     o.timed += e.device_time->calls;
     o.timed_ns += e.device_time->total_ns;
     o.total_ns += trace::estimated_ns(e);
+    o.estimated = o.estimated || e.device_time->estimated_total_ns > 0;
     all += trace::estimated_ns(e);
     for (const auto& k : e.kernels) o.kernels[k.name] += k.launches;
   }
@@ -148,9 +152,12 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
   std::vector<OpDeviceTime> v;
   for (auto& [_, o] : by) v.push_back(std::move(o));
   std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
-  for (const auto& o : v) estimated = estimated || o.timed < o.calls;
+  for (const auto& o : v) estimated = estimated || o.estimated;
   out << "\ntop ops by device time (kernels, copies and sets each call launched itself"
-      << (estimated ? "; ~: extrapolated to all calls from the timed ones" : "") << ")\n";
+      << (estimated ? "; ~: extrapolated to all calls from the timed ones, or from signatures equal but for "
+                      "float scalars where none was timed"
+                    : "")
+      << ")\n";
   out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls" << std::setw(10)
       << "timed" << std::setw(13) << "total ms" << std::setw(8) << "share" << std::setw(12) << "us/call"
       << "  most launched\n";
@@ -162,13 +169,16 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
       if (n > most) most = n, kernel = name;
     if (kernel.size() > 60) kernel = kernel.substr(0, 57) + "...";
     std::ostringstream total;
-    total << (o.timed < o.calls ? "~" : "") << std::fixed << std::setprecision(3)
+    total << (o.estimated ? "~" : "") << std::fixed << std::setprecision(3)
           << static_cast<double>(o.total_ns) / 1e6;
     out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls << std::setw(10)
         << o.timed << std::setw(13) << total.str() << std::fixed << std::setprecision(1) << std::setw(7)
         << 100.0 * static_cast<double>(o.total_ns) / static_cast<double>(all) << "%" << std::setprecision(2)
-        << std::setw(12) << static_cast<double>(o.timed_ns) / 1e3 / static_cast<double>(std::max<uint64_t>(o.timed, 1))
-        << std::defaultfloat << "  " << kernel << "\n";
+        << std::setw(12);
+    if (o.timed) out << static_cast<double>(o.timed_ns) / 1e3 / static_cast<double>(o.timed);
+    else
+      out << "-";
+    out << std::defaultfloat << "  " << kernel << "\n";
   }
   if (v.size() > top) out << "  ... " << v.size() - top << " more ops\n";
 }

@@ -226,6 +226,7 @@ void emit_entry(YAML::Emitter& out, const TraceEntry& e) {
     out << YAML::Key << "median_ns" << YAML::Value << d->median_ns;
     out << YAML::Key << "max_ns" << YAML::Value << d->max_ns;
     if (d->estimated_total_ns) out << YAML::Key << "estimated_total_ns" << YAML::Value << d->estimated_total_ns;
+    if (d->from_similar) out << YAML::Key << "from_similar" << YAML::Value << true;
     out << YAML::EndMap;
   }
   if (!e.kernels.empty()) {
@@ -370,6 +371,9 @@ class Reader : public yaml::Reader {
       t.estimated_total_ns = optional<uint64_t>(d, "estimated_total_ns", 0, "a non-negative integer");
       if (t.estimated_total_ns && t.estimated_total_ns < t.total_ns)
         fail(d["estimated_total_ns"], "estimated_total_ns is below total_ns");
+      t.from_similar = optional<bool>(d, "from_similar", false, "true or false");
+      if (t.from_similar && (t.calls != 0 || t.estimated_total_ns == 0))
+        fail(d["from_similar"], "from_similar needs calls: 0 and an estimated_total_ns");
       e.device_time = t;
     }
     if (YAML::Node k = n["kernels"]) e.kernels = kernels(k);
