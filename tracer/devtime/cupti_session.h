@@ -49,10 +49,10 @@ class CuptiApi {
 };
 
 // Which calls are timed (docs/device-time.md).
-//   All         every call (BB_DEVICE_TIME=all; a timeline needs it).
-//   FirstCalls  the default: each signature's first `calls` calls, and one more of each every
-//               refresh_ms; CUPTI is detached while every signature seen has what it wants and
-//               attached again when one that wants more starts (a new one, say).
+//   All         every call (the default; a timeline needs it).
+//   FirstCalls  BB_DEVICE_TIME=first: each signature's first `calls` calls, and one more of each every
+//               refresh_ms; CUPTI is detached while no repeating signature wants more, and attached
+//               again when a call that wants timing starts (a new signature's, say).
 //   Windows     the calls inside a window of on_ms at the start of every period_ms
 //               (BB_DEVICE_TIME_SAMPLE).
 // Calls cut by a window's edge are left out (and counted), never timed short; calls outside windows
@@ -137,13 +137,13 @@ class CuptiSession {
   uint32_t open_mark_ = 0;      // last_linked() as the window opened
   // FirstCalls.
   std::unique_ptr<SignatureWants> wants_;
-  std::atomic<uint64_t> progress_{0};     // timed calls that were wanted
+  std::atomic<uint64_t> progress_{0};     // timed calls that repeating signatures wanted
   std::atomic<bool> open_wanted_{false};  // a call asked for a window the sampler opens
   std::atomic<int64_t> wanted_in_flight_{0};  // wanted calls running that began in an open window
   std::atomic<uint64_t> control_ns_{0};
   bool closing_ = false;  // control_: a window is being closed (its records drained): none opens meanwhile
   std::chrono::steady_clock::time_point started_at_, next_refresh_, last_progress_at_, last_first_sight_open_;
-  uint64_t last_progress_ = 0;  // the sampler's
+  uint64_t last_progress_ = 0;  // progress_ as the sampler last saw it
   mutable std::mutex control_;  // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};
