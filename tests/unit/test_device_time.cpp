@@ -757,6 +757,24 @@ TEST_CASE("signature wants: first sight, repeats, credits, refresh, and the coun
   CHECK(w.wants(1u << 24) == Want::No);            // past the id range: never wanted
 }
 
+TEST_CASE("signature wants: threads calling and crediting at once keep the counts whole") {
+  SignatureWants w(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&w] {
+      for (int round = 0; round < 8; ++round)
+        for (uint32_t sig = 0; sig < 5000; ++sig)
+          if (w.wants(sig) != SignatureWants::Want::No) w.credit(sig);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(w.seen() == 5000);
+  CHECK(w.short_of() == 0);  // each wanted 3, and 32 calls came
+  CHECK(w.short_repeating() == 0);
+  CHECK(w.refresh() == 5000);
+  CHECK(w.short_of() == 5000);
+  CHECK(w.short_repeating() == 5000);
+}
+
 TEST_CASE("CUPTI's overhead records are added up") {
   Collector c;
   c.add_overhead(1500);
