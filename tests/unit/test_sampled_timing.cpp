@@ -1,0 +1,386 @@
+// Sampled timing (windows) and first-calls timing without a GPU (tests/unit/fake_cupti.h): calls
+// inside windows timed, calls cut by an edge left out, CUPTI detached and attached again, what each
+// signature wants.
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "catch.h"
+#include "fake_cupti.h"
+#include "tracer/devtime/collector.h"
+#include "tracer/devtime/cupti_session.h"
+#include "tracer/devtime/signature_wants.h"
+
+using namespace bb::devtime;
+using namespace bb::devtime::test;
+
+TEST_CASE("sampled timing: calls inside a window are timed, calls cut by an edge are left out") {
+  Rig r({}, Sampling::windows(10, 100));
+  CHECK(r.timer->sampling().describe() == "10 ms of every 100 ms");
+  REQUIRE(r.timer->start(""));
+  CHECK(r.timer->windows() == 1);  // the first window opens with start()
+
+  REQUIRE(r.timer->op_start(1));  // inside the first window
+  r.cupti->launch("inside", 100);
+  r.timer->op_end();
+
+  REQUIRE(r.timer->op_start(2));  // the window closes during it
+  r.cupti->launch("before the edge", 200);
+  REQUIRE(r.timer->window(false));
+  r.cupti->launch("after the edge", 200);
+  r.timer->op_end();
+  CHECK(r.log->records_off == 1);
+
+  REQUIRE(r.timer->op_start(3));  // entirely between windows: nothing recorded, nothing cut
+  r.cupti->launch("between", 300);
+  r.timer->op_end();
+
+  REQUIRE(r.timer->op_start(4));  // a window opens during it
+  r.cupti->launch("before the edge", 400);
+  REQUIRE(r.timer->window(true));
+  r.cupti->launch("after the edge", 400);
+  r.timer->op_end();
+  CHECK(r.log->records_on == 1);
+  CHECK(r.timer->windows() == 2);
+  CHECK(r.timer->window(true));  // already open: nothing happens
+  CHECK(r.log->records_on == 1);
+
+  REQUIRE(r.timer->op_start(1));  // inside the second window
+  r.cupti->launch("inside", 150);
+  r.timer->op_end();
+  r.timer->finish();
+
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 2);
+  CHECK(sigs[1].per_call.total() == 250);
+  CHECK(sigs[2].per_call.count() == 0);  // cut: 200 of its 400 ns were recorded, so none is kept
+  CHECK(sigs[3].per_call.count() == 0);
+  CHECK(sigs[4].per_call.count() == 0);
+  const Health h = r.timer->collector().health();
+  CHECK(h.calls_cut == 2);
+  CHECK(h.calls_timed == 2);
+  CHECK(h.unattributed == 0);
+  CHECK(r.log->pops == r.log->pushes);
+}
+
+TEST_CASE("sampled timing: a call cut after its records were collected is still left out") {
+  Rig r({}, Sampling::windows(10, 100));
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(5));
+  r.cupti->launch("early", 100);
+  r.timer->round();  // its record reaches the collector while the call runs
+  REQUIRE(r.timer->window(false));
+  r.timer->op_end();
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[5].per_call.count() == 0);
+  CHECK(r.timer->collector().health().calls_cut == 1);
+}
+
+TEST_CASE("sampled timing: CUPTI refusing a window stops timing and says why") {
+  Rig r({}, Sampling::windows(10, 100));
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("kept", 100);
+  r.timer->op_end();
+  r.cupti->record_error = "cuptiActivityDisable(kind 10) failed: CUPTI_ERROR_UNKNOWN (999)";
+  CHECK_FALSE(r.timer->window(false));
+  CHECK_FALSE(r.timer->active());
+  CHECK_FALSE(r.timer->window(true));  // the sampler thread ends
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0].find("device timing stopped: sampled timing could not close a window: ") == 0);
+  CHECK(r.warnings[0].find("CUPTI_ERROR_UNKNOWN") != std::string::npos);
+  CHECK(r.timer->status().rfind("stopped: sampled timing could not close a window", 0) == 0);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[1].per_call.total() == 100);
+}
+
+TEST_CASE("sampled timing detaches CUPTI between windows once the window's records are in") {
+  Rig r({}, Sampling::windows(10, 100));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("behind", 100, 7, true, 3);  // the device runs it after three more looks
+  r.timer->op_end();
+  const auto generous = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  REQUIRE(r.timer->window(false, generous));
+  CHECK(r.cupti->is_detached);
+  CHECK(r.timer->detaches() == 1);
+  CHECK(r.log->flushes >= 4);  // three looks until its record came, then the last one (forced)
+  CHECK(r.log->forced == 1);
+  CHECK(std::chrono::steady_clock::now() < generous);  // it did not wait out the drain time
+
+  REQUIRE(r.timer->op_start(2));  // between windows: CUPTI is not there
+  r.cupti->launch("between", 300);
+  r.timer->op_end();
+  r.timer->round();  // the periodic collection leaves a detached CUPTI alone
+
+  REQUIRE(r.timer->window(true));  // attached again
+  CHECK(r.log->attaches == 1);
+  CHECK_FALSE(r.cupti->is_detached);
+  CHECK(r.log->records_on == 0);
+  CHECK(r.timer->windows() == 2);
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("inside", 150);
+  r.timer->op_end();
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 2);
+  CHECK(sigs[1].per_call.total() == 250);
+  CHECK(sigs[2].per_call.count() == 0);
+  const Health h = r.timer->collector().health();
+  CHECK(h.calls_incomplete == 0);
+  CHECK(h.unattributed == 0);
+}
+
+TEST_CASE("sampled timing: work still running when the drain time is up is left out, not timed short") {
+  Rig r({}, Sampling::windows(10, 100));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("done", 100);
+  r.cupti->launch("still running", 100, 7, false);
+  r.timer->op_end();
+  REQUIRE(r.timer->op_start(2));
+  r.cupti->launch("done", 50);
+  r.timer->op_end();
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
+  CHECK(r.timer->detaches() == 1);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 0);  // 100 of its 200 ns were recorded: not kept
+  CHECK(sigs[2].per_call.total() == 50);
+  CHECK(r.timer->collector().health().calls_incomplete == 1);
+}
+
+TEST_CASE("sampled timing: with no launch to detach at, CUPTI stays attached with its records off") {
+  Rig r({}, Sampling::windows(10, 100));
+  r.cupti->detachable = true;
+  r.cupti->launch_comes = false;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now()));
+  CHECK(r.timer->detaches() == 0);
+  CHECK_FALSE(r.cupti->is_detached);
+  CHECK(r.log->records_off == 1);
+  REQUIRE(r.timer->window(true));
+  CHECK(r.log->records_on == 1);  // opened by turning records on; nothing to attach
+  CHECK(r.log->attaches == 0);
+}
+
+TEST_CASE("sampled timing: a takeover while CUPTI is detached stops timing and keeps what was timed") {
+  Rig r({}, Sampling::windows(10, 100));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));
+  r.cupti->launch("k", 100);
+  r.timer->op_end();
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
+  REQUIRE(r.cupti->is_detached);
+  const int flushes = r.log->flushes, disables = r.log->disables;
+  r.timer->taken_over("torch.profiler registered its CUPTI buffers");
+  CHECK_FALSE(r.timer->active());
+  CHECK_FALSE(r.timer->window(true));  // not attached again: the sampler thread ends
+  CHECK(r.log->attaches == 0);
+  CHECK(r.log->flushes == flushes);  // CUPTI untouched (any call would attach it again)
+  CHECK(r.log->disables == disables);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[1].per_call.total() == 100);
+  CHECK(r.timer->status().rfind("stopped: torch.profiler registered its CUPTI buffers", 0) == 0);
+}
+
+namespace {
+// One call of `sig` launching one kernel of `ns`.
+void call(Rig& r, uint32_t sig, uint64_t ns) {
+  REQUIRE(r.timer->op_start(sig));
+  r.cupti->launch("k" + std::to_string(sig), ns);
+  r.timer->op_end();
+}
+const auto kLater = CuptiSession::kPatience + std::chrono::milliseconds(1);
+}  // namespace
+
+TEST_CASE("first-calls timing: each signature's first calls, CUPTI detached once all have them") {
+  Rig r({}, Sampling::first_calls(2, 0));
+  r.cupti->detachable = true;
+  CHECK(r.timer->sampling().describe() == "first 2 calls of each signature");
+  CHECK(std::string(r.timer->sampling().mode_name()) == "first-calls");
+  REQUIRE(r.timer->start(""));
+  const auto now = std::chrono::steady_clock::now();
+  call(r, 1, 100);
+  call(r, 2, 50);
+  CHECK(r.timer->signatures_short() == 2);
+  REQUIRE(r.timer->tick(now));  // the first window stays open a while: the program is starting
+  CHECK_FALSE(r.cupti->is_detached);
+  call(r, 1, 100);
+  call(r, 2, 50);
+  CHECK(r.timer->signatures_short() == 0);
+  REQUIRE(r.timer->tick(now + kLater));  // nothing wants more: closed and detached
+  CHECK(r.cupti->is_detached);
+  CHECK(r.timer->detaches() == 1);
+  for (int k = 0; k < 5; ++k) call(r, 1, 100);  // detached: not timed, nothing attached for them
+  CHECK(r.log->attaches == 0);
+
+  // A signature first seen now: its very first call attaches CUPTI again and is timed.
+  call(r, 3, 70);
+  CHECK(r.log->attaches == 1);
+  CHECK(r.timer->windows() == 2);
+  call(r, 1, 100);  // while open, others are timed too
+  call(r, 3, 70);
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));  // 3 has its calls: closed at once
+  CHECK(r.timer->detaches() == 2);
+
+  // Another first sight within a second of the last: not worth attaching for (it may never come
+  // again, as a step-dependent scalar's signature does not); when it comes again, it is.
+  call(r, 4, 90);
+  CHECK(r.log->attaches == 1);
+  call(r, 4, 90);
+  CHECK(r.log->attaches == 2);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 3);
+  CHECK(sigs[2].per_call.count() == 2);
+  CHECK(sigs[3].per_call.count() == 2);
+  CHECK(sigs[3].per_call.total() == 140);
+  CHECK(sigs[4].per_call.count() == 1);
+  const Health h = r.timer->collector().health();
+  CHECK(h.calls_cut == 0);
+  CHECK(h.unattributed == 0);
+  CHECK(r.timer->control_ns() > 0);
+}
+
+TEST_CASE("first-calls timing: signatures seen once do not keep a window open") {
+  Rig r({}, Sampling::first_calls(5, 0));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  const auto now = std::chrono::steady_clock::now();
+  for (uint32_t step = 0; step < 3; ++step) {
+    call(r, 1, 100);          // every step
+    call(r, 100 + step, 10);  // a new signature every step (AdamW's step size)
+  }
+  REQUIRE(r.timer->tick(now + kLater));  // 1 still wants two: open
+  CHECK_FALSE(r.cupti->is_detached);
+  call(r, 1, 100);
+  call(r, 1, 100);
+  call(r, 103, 10);
+  REQUIRE(r.timer->tick(now + kLater));  // 1 has its five; 100..103 were seen once each
+  CHECK(r.cupti->is_detached);
+  CHECK(r.timer->signatures_short() == 4);
+}
+
+TEST_CASE("first-calls timing: a window no wanted signature uses closes after the patience") {
+  Rig r({}, Sampling::first_calls(3, 0));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  call(r, 1, 100);
+  call(r, 1, 100);  // repeats, and wants one more, but does not come again for now
+  const auto now = std::chrono::steady_clock::now();
+  REQUIRE(r.timer->tick(now + kLater));  // progress since the last look: still open
+  CHECK_FALSE(r.cupti->is_detached);
+  REQUIRE(r.timer->tick(now + 3 * kLater));
+  CHECK(r.cupti->is_detached);
+  CHECK(r.timer->signatures_short() == 1);
+  call(r, 1, 100);  // comes again: attaches, and is timed
+  CHECK(r.log->attaches == 1);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[1].per_call.count() == 3);
+}
+
+TEST_CASE("first-calls timing: a running wanted call keeps the window open; one cut is not counted") {
+  Rig r({}, Sampling::first_calls(1, 0));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  call(r, 1, 100);
+  REQUIRE(r.timer->op_start(2));  // wanted, running
+  r.cupti->launch("before", 100);
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));
+  CHECK_FALSE(r.cupti->is_detached);  // not closed under it (before the patience runs out)
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now() + std::chrono::seconds(1)));  // cut anyway
+  r.cupti->launch("after", 100);
+  r.timer->op_end();
+  CHECK(r.timer->signatures_short() == 1);  // still wants its call
+  call(r, 2, 80);                           // attaches again: this one is whole
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[2].per_call.count() == 1);
+  CHECK(sigs[2].per_call.total() == 80);
+  CHECK(r.timer->collector().health().calls_cut == 1);
+}
+
+TEST_CASE("first-calls timing: every refresh, each signature wants one more call") {
+  Rig r({}, Sampling::first_calls(1, 1000));
+  r.cupti->detachable = true;
+  CHECK(r.timer->sampling().describe() == "first 1 calls of each signature, one more every 1 s");
+  REQUIRE(r.timer->start(""));
+  call(r, 1, 100);
+  call(r, 2, 100);
+  const auto now = std::chrono::steady_clock::now();
+  REQUIRE(r.timer->tick(now + kLater));
+  REQUIRE(r.cupti->is_detached);
+  call(r, 1, 100);  // has its call: stays detached
+  CHECK(r.log->attaches == 0);
+  REQUIRE(r.timer->tick(now + std::chrono::seconds(2)));  // refresh: both want one more
+  CHECK(r.timer->signatures_short() == 2);
+  CHECK(r.cupti->is_detached);  // nothing opens before a wanted call starts
+  call(r, 1, 120);
+  CHECK(r.log->attaches == 1);
+  call(r, 2, 130);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 2);
+  CHECK(sigs[2].per_call.count() == 2);
+}
+
+TEST_CASE("signature wants: first sight, repeats, credits, refresh, and the counts of signatures short") {
+  using Want = SignatureWants::Want;
+  SignatureWants w(2);
+  CHECK(w.wants(7) == Want::First);
+  CHECK(w.seen() == 1);
+  CHECK(w.short_of() == 1);
+  CHECK(w.short_repeating() == 0);
+  CHECK(w.wants(7) == Want::Again);  // seen again: it repeats
+  CHECK(w.seen() == 1);
+  CHECK(w.short_repeating() == 1);
+  CHECK(w.credit(7));
+  CHECK(w.credit(7));
+  CHECK_FALSE(w.credit(7));  // had what it wanted
+  CHECK(w.wants(7) == Want::No);
+  CHECK(w.short_of() == 0);
+  CHECK(w.short_repeating() == 0);
+  CHECK(w.wants(9) == Want::First);
+  CHECK_FALSE(w.credit(9));  // counted, but a signature seen once is no progress
+  CHECK(w.short_of() == 1);
+  CHECK_FALSE(w.credit(11));  // never seen: nothing to credit
+  CHECK(w.refresh() == 1);    // only 7 had what it wanted
+  CHECK(w.short_of() == 2);
+  CHECK(w.short_repeating() == 1);
+  CHECK(w.credit(7));
+  CHECK(w.short_repeating() == 0);
+  CHECK(w.wants((1u << 24) - 2) == Want::First);  // the largest ids have a place too
+  CHECK(w.wants(1u << 24) == Want::No);            // past the id range: never wanted
+}
+
+TEST_CASE("signature wants: threads calling and crediting at once keep the counts whole") {
+  SignatureWants w(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&w] {
+      for (int round = 0; round < 8; ++round)
+        for (uint32_t sig = 0; sig < 5000; ++sig)
+          if (w.wants(sig) != SignatureWants::Want::No) w.credit(sig);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(w.seen() == 5000);
+  CHECK(w.short_of() == 0);  // each wanted 3, and 32 calls came
+  CHECK(w.short_repeating() == 0);
+  CHECK(w.refresh() == 5000);
+  CHECK(w.short_of() == 5000);
+  CHECK(w.short_repeating() == 5000);
+}
+
+TEST_CASE("CUPTI's overhead records are added up") {
+  Collector c;
+  c.add_overhead(1500);
+  c.add_overhead(500);
+  CHECK(c.health().overhead_records == 2);
+  CHECK(c.health().overhead_ns == 2000);
+}
+
