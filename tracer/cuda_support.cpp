@@ -288,8 +288,9 @@ void start_device_timing() {
     // windows would save next to nothing and time fewer calls.
     sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms);
   else if (g_timing_options.first_calls && api)
-    log::warn("BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "
-              "every call is timed");
+    log::warn(
+        "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "
+        "every call is timed");
   auto* timer = new devtime::CuptiSession(
       std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
   if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))
@@ -367,12 +368,25 @@ void configure_device_timing(const DeviceTimingOptions& options) { g_timing_opti
 DeviceTimeSnapshot device_time_snapshot() {
   devtime::CuptiSession* t = g_timer.load();
   if (!t)
-    return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0", {}, {}, "", "", 0, 0, 0,
+    return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0",
+            {},
+            {},
+            "",
+            "",
+            0,
+            0,
+            0,
             0};
   if (::getpid() == g_owner_pid) t->round();
-  return {t->status(),         t->collector().by_signature(), t->collector().health(),
-          t->sampling().mode_name(), t->sampling().describe(),    t->windows(),
-          t->detaches(),            t->control_ns(),              t->signatures_short()};
+  return {t->status(),
+          t->collector().by_signature(),
+          t->collector().health(),
+          t->sampling().mode_name(),
+          t->sampling().describe(),
+          t->windows(),
+          t->detaches(),
+          t->control_ns(),
+          t->signatures_short()};
 }
 
 devtime::Collector::Timeline device_timeline() {

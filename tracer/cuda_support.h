@@ -42,11 +42,11 @@ struct DeviceTimeSnapshot {
   std::string status;  // on | off: why | stopped: why
   std::map<uint32_t, devtime::SignatureTime> by_signature;
   devtime::Health health;
-  std::string mode;       // all | first-calls | windows (devtime::Sampling)
-  std::string sampled;    // "10 ms of every 100 ms", "first 5 calls of each signature, ..."; empty: every call
-  uint64_t windows = 0;   // sampled: windows opened
-  uint64_t detaches = 0;  // sampled: gaps between windows with CUPTI detached
-  uint64_t control_ns = 0;  // sampled: spent attaching and detaching CUPTI
+  std::string mode;               // all | first-calls | windows (devtime::Sampling)
+  std::string sampled;            // "10 ms of every 100 ms", "first 5 calls of each signature, ..."; empty: every call
+  uint64_t windows = 0;           // sampled: windows opened
+  uint64_t detaches = 0;          // sampled: gaps between windows with CUPTI detached
+  uint64_t control_ns = 0;        // sampled: spent attaching and detaching CUPTI
   uint64_t signatures_short = 0;  // first-calls: signatures that want more timed calls now
 };
 // Collects finished records first (not after the final collection at exit).

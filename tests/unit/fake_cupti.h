@@ -15,7 +15,6 @@
 
 namespace bb::devtime::test {
 
-
 inline constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // a realtime-like clock, ns
 
 struct FakeCupti : CuptiApi {
@@ -166,6 +165,5 @@ inline DeviceActivity kernel(uint32_t corr, uint64_t start, uint64_t ns, const s
   a.name = name;
   return a;
 }
-
 
 }  // namespace bb::devtime::test

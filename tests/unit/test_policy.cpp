@@ -127,7 +127,8 @@ TEST_CASE("the relative error of an element expected to be 0 is measured from at
   CHECK_FALSE(compare_tensors(e, at::tensor({1e-9, 1.0 + 1e-9}, at::kDouble), {1e-5, 1e-8}, &stats));
   CHECK(stats.max_abs == Approx(1e-9));
   CHECK(stats.max_rel == Approx(1e-9 / (1e-8 / 1e-5)));  // not 1e-9 / DBL_MIN
-  ErrorStats exact;  // no tolerance to scale by: the smallest normal double
+  // No tolerance to scale by: measured from the smallest normal double.
+  ErrorStats exact;
   CHECK(compare_tensors(e, at::tensor({1e-9, 1.0}, at::kDouble), {0, 0}, &exact));
   CHECK(exact.max_rel > 1e290);
 }

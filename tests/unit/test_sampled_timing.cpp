@@ -355,7 +355,7 @@ TEST_CASE("signature wants: first sight, repeats, credits, refresh, and the coun
   CHECK(w.credit(7));
   CHECK(w.short_repeating() == 0);
   CHECK(w.wants((1u << 24) - 2) == Want::First);  // the largest ids have a place too
-  CHECK(w.wants(1u << 24) == Want::No);            // past the id range: never wanted
+  CHECK(w.wants(1u << 24) == Want::No);           // past the id range: never wanted
 }
 
 TEST_CASE("signature wants: threads calling and crediting at once keep the counts whole") {
@@ -383,4 +383,3 @@ TEST_CASE("CUPTI's overhead records are added up") {
   CHECK(c.health().overhead_records == 2);
   CHECK(c.health().overhead_ns == 2000);
 }
-

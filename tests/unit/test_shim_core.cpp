@@ -145,14 +145,13 @@ TEST_CASE("a broken config file is reported with its position and ignored") {
   std::ofstream(dir + "/bb.yaml") << "log: info\nflush_secnds: 3\n";
   Config c = config_of({{"BB_CONFIG", dir + "/bb.yaml"}});
   REQUIRE(c.problems.size() == 1);
-  CHECK(c.problems[0] ==
-        "config error: " + dir +
-            "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
-            "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_calls, "
-            "device_time_refresh, device_time_sample, timeline, "
-            "timeline_max_events, "
-            "backend, policy, summary); the file "
-            "is ignored");
+  CHECK(c.problems[0] == "config error: " + dir +
+                             "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
+                             "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_calls, "
+                             "device_time_refresh, device_time_sample, timeline, "
+                             "timeline_max_events, "
+                             "backend, policy, summary); the file "
+                             "is ignored");
   CHECK(c.log_level == bb::log::Level::Warn);  // nothing from the file was used
   std::ofstream(dir + "/bad.yaml") << "log: loud\n";
   CHECK(config_of({{"BB_CONFIG", dir + "/bad.yaml"}})
@@ -215,8 +214,8 @@ TEST_CASE("device timing: every call by default and with all, first calls with f
   Config first =
       config_of({{"BB_DEVICE_TIME", "first"}, {"BB_DEVICE_TIME_CALLS", "3"}, {"BB_DEVICE_TIME_REFRESH", "0"}});
   CHECK(first.problems.empty());
-  CHECK((first.device_time && first.device_time_first && first.device_time_calls == 3 &&
-         first.device_time_refresh == 0));
+  CHECK(
+      (first.device_time && first.device_time_first && first.device_time_calls == 3 && first.device_time_refresh == 0));
   Config all = config_of({{"BB_DEVICE_TIME", "all"}});
   CHECK((all.problems.empty() && all.device_time && !all.device_time_first));
   Config off = config_of({{"BB_DEVICE_TIME", "off"}});

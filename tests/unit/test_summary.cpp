@@ -33,8 +33,9 @@ TEST_CASE("the summary ranks ops by device time when the trace has it") {
   CHECK(s.find("device timing: on; 7 calls timed, 2 device activities outside any op (0.002 ms), 1 calls unfinished "
                "at exit (not timed)") != std::string::npos);
   CHECK(s.find("top ops by device time") != std::string::npos);
-  CHECK(s.find("aten::add.Tensor                                     7         7        0.021  100.0%        3.00  void "
-               "at::native::vectorized_elementwise_kernel<4, at::nat...") != std::string::npos);
+  CHECK(
+      s.find("aten::add.Tensor                                     7         7        0.021  100.0%        3.00  void "
+             "at::native::vectorized_elementwise_kernel<4, at::nat...") != std::string::npos);
   CHECK(s.find("~: extrapolated") == std::string::npos);  // every call was timed
   t.ops[0].device_time.reset();
   std::ostringstream none;
@@ -60,7 +61,8 @@ TEST_CASE("where not every call was timed, the summary extrapolates and marks th
   CHECK(s.find("CUPTI's own overhead 0.250 ms, attaching and detaching 9.000 ms") != std::string::npos);
   CHECK(s.find("~: extrapolated to all calls from the timed ones, or from signatures equal but for float scalars") !=
         std::string::npos);
-  CHECK(s.find("aten::add.Tensor                                     7         5       ~0.021  100.0%        3.00") != std::string::npos);
+  CHECK(s.find("aten::add.Tensor                                     7         5       ~0.021  100.0%        3.00") !=
+        std::string::npos);
   // As the trace says it, when it does.
   t.ops[0].device_time->estimated_total_ns = 30000;
   CHECK(bb::trace::estimated_ns(t.ops[0]) == 30000);

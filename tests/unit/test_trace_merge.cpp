@@ -115,7 +115,7 @@ TEST_CASE("traces of different programs, or one trace twice, are not merged") {
 TEST_CASE("merged estimates: sampled parts' estimates summed, a part estimated from similar ones adds its estimate") {
   Trace r0 = rank_trace(0), r1 = rank_trace(1);
   r0.ops[0].device_time = DeviceTime{5, 15000, 2000, 2900, 4100, 15000 + 2 * 2900};  // 5 of 7 timed
-  r1.ops[0].device_time = DeviceTime{0, 0, 0, 0, 0, 9 * 3000, true};               // none timed, 9 calls
+  r1.ops[0].device_time = DeviceTime{0, 0, 0, 0, 0, 9 * 3000, true};                 // none timed, 9 calls
   const Trace m = merge_traces({r0, r1}, {"a.yaml", "b.yaml"});
   const DeviceTime& d = *m.ops[0].device_time;
   CHECK(d.calls == 5);

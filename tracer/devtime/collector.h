@@ -95,7 +95,7 @@ struct Health {
   uint64_t calls_timed = 0;
   uint64_t overhead_records = 0;  // CUPTI's own overhead records (buffer flushes, instrumentation, ...)
   uint64_t overhead_ns = 0;       // and the time they say CUPTI spent
-  std::string stopped;  // why timing stopped; empty while it runs
+  std::string stopped;            // why timing stopped; empty while it runs
 };
 
 struct CollectorOptions {

@@ -23,7 +23,6 @@ std::mutex g_batches_mu;
 auto* g_batches = new std::vector<std::shared_ptr<LinkBatch>>();  // never freed: used at exit
 }  // namespace
 
-
 static void hand_over(Collector& sink, std::vector<std::pair<uint32_t, uint64_t>>& links) {
   if (!links.empty()) sink.add_externals(links);
   links.clear();

@@ -54,7 +54,7 @@ std::string Sampling::describe() const {
     case Mode::Windows: return std::to_string(on_ms) + " ms of every " + std::to_string(period_ms) + " ms";
     case Mode::FirstCalls:
       return "first " + std::to_string(calls) + " calls of each signature" +
-             (refresh_ms == 0           ? std::string()
+             (refresh_ms == 0          ? std::string()
               : refresh_ms % 1000 == 0 ? ", one more every " + std::to_string(refresh_ms / 1000) + " s"
                                        : ", one more every " + std::to_string(refresh_ms) + " ms");
     case Mode::All: break;

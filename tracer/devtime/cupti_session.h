@@ -102,15 +102,15 @@ class CuptiSession {
   // signature that wants more was timed for kPatience. Returns false once timing has stopped.
   bool tick(std::chrono::steady_clock::time_point now);
   const Sampling& sampling() const { return sampling_; }
-  uint64_t windows() const { return windows_.load(); }    // opened so far (the first included)
-  uint64_t detaches() const { return detaches_.load(); }  // gaps between windows with CUPTI detached
+  uint64_t windows() const { return windows_.load(); }        // opened so far (the first included)
+  uint64_t detaches() const { return detaches_.load(); }      // gaps between windows with CUPTI detached
   uint64_t control_ns() const { return control_ns_.load(); }  // spent attaching and detaching CUPTI
   // FirstCalls: signatures seen, and how many of them want more timed calls now.
   uint64_t signatures_seen() const { return wants_ ? wants_->seen() : 0; }
   uint64_t signatures_short() const { return wants_ ? wants_->short_of() : 0; }
   static constexpr std::chrono::milliseconds kPatience{100};
   static constexpr std::chrono::milliseconds kFirstSightGap{1000};  // between windows first sights open
-  static constexpr std::chrono::milliseconds kDrain{100};  // FirstCalls: how long closing waits for records
+  static constexpr std::chrono::milliseconds kDrain{100};           // FirstCalls: how long closing waits for records
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
   void forget();  // in a forked child: never call CUPTI again
 
@@ -134,11 +134,11 @@ class CuptiSession {
   std::atomic<uint64_t> epoch_{1};
   std::atomic<uint64_t> windows_{0};
   std::atomic<uint64_t> detaches_{0};
-  uint32_t open_mark_ = 0;      // last_linked() as the window opened
+  uint32_t open_mark_ = 0;  // last_linked() as the window opened
   // FirstCalls.
   std::unique_ptr<SignatureWants> wants_;
-  std::atomic<uint64_t> progress_{0};     // timed calls that repeating signatures wanted
-  std::atomic<bool> open_wanted_{false};  // a call asked for a window the sampler opens
+  std::atomic<uint64_t> progress_{0};         // timed calls that repeating signatures wanted
+  std::atomic<bool> open_wanted_{false};      // a call asked for a window the sampler opens
   std::atomic<int64_t> wanted_in_flight_{0};  // wanted calls running that began in an open window
   std::atomic<uint64_t> control_ns_{0};
   bool closing_ = false;  // control_: a window is being closed (its records drained): none opens meanwhile

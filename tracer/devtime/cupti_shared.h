@@ -103,13 +103,13 @@ inline constexpr CUpti_CallbackId kDriverEnvironment[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamSetAttribute_ptsz,
 };
 inline constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET};
-inline constexpr CUpti_ActivityKind kExternalKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-                                                 CUPTI_ACTIVITY_KIND_DRIVER};
+                                                CUPTI_ACTIVITY_KIND_MEMSET};
+inline constexpr CUpti_ActivityKind kExternalKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                                        CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 inline constexpr size_t kBufferBytes = 8 << 20;
 
 extern std::atomic<Collector*> g_sink;
-extern std::atomic<bool> g_recording;      // false between windows: launches are not tied to ops
+extern std::atomic<bool> g_recording;        // false between windows: launches are not tied to ops
 extern std::atomic<uint32_t> g_last_linked;  // the correlation id of the latest launch tied to an op
 // Sampled timing detaches CUPTI between windows: cuptiFinalize, called where NVIDIA says it is safe
 // (at the exit of a CUDA API call, here the next launch's), leaves no CUPTI cost on launches.

@@ -37,7 +37,6 @@ void renumber(std::vector<ArgValue>& args, Renumbering& r) {
   }
 }
 
-
 void add_kernels(std::vector<KernelCount>& into, const std::vector<KernelCount>& more) {
   for (const auto& k : more) {
     auto it = std::find_if(into.begin(), into.end(), [&](const KernelCount& x) { return x.name == k.name; });

@@ -137,7 +137,6 @@ std::string signature_key(const TraceEntry& e) {
   return key;
 }
 
-
 bool Trace::operator==(const Trace& o) const { return version == o.version && meta == o.meta && ops == o.ops; }
 
 bool is_dtype_name(const std::string& name) {

@@ -74,7 +74,7 @@ struct ArgValue {
 // Device time of a signature's calls (CUDA, measured with CUPTI): each call's time is the sum of
 // the durations of the kernels, copies and sets it launched. Nanoseconds.
 struct DeviceTime {
-  uint64_t calls = 0;  // calls timed
+  uint64_t calls = 0;                                            // calls timed
   uint64_t total_ns = 0, min_ns = 0, median_ns = 0, max_ns = 0;  // over the timed calls
   // When fewer calls were timed than made: the device time of all of them, extrapolated
   // (tracer/format/device_estimate.h). 0 when every call was timed (or the trace predates it).
@@ -131,7 +131,7 @@ struct DeviceTiming {
   uint64_t signatures_short = 0;    // first-calls: signatures that had fewer timed calls than wanted
   uint64_t cupti_overhead_ns = 0;   // what CUPTI's own overhead records say it spent
   uint64_t cupti_overhead_records = 0;
-  uint64_t unattributed = 0;        // device activity launched outside any op call
+  uint64_t unattributed = 0;  // device activity launched outside any op call
   uint64_t unattributed_ns = 0;
   std::vector<KernelCount> unattributed_kernels;  // by name, most launches first
   bool operator==(const DeviceTiming& o) const;

@@ -126,7 +126,7 @@ void print_header(const trace::Trace& t, const std::string& source, std::ostream
 struct OpDeviceTime {
   std::string op;
   uint64_t calls = 0, timed = 0, total_ns = 0, timed_ns = 0;  // total_ns: all calls (estimated where not timed)
-  bool estimated = false;                                      // some of its entries' totals are estimates
+  bool estimated = false;                                     // some of its entries' totals are estimates
   std::map<std::string, uint64_t> kernels;
 };
 
@@ -169,8 +169,7 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
       if (n > most) most = n, kernel = name;
     if (kernel.size() > 60) kernel = kernel.substr(0, 57) + "...";
     std::ostringstream total;
-    total << (o.estimated ? "~" : "") << std::fixed << std::setprecision(3)
-          << static_cast<double>(o.total_ns) / 1e6;
+    total << (o.estimated ? "~" : "") << std::fixed << std::setprecision(3) << static_cast<double>(o.total_ns) / 1e6;
     out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls << std::setw(10)
         << o.timed << std::setw(13) << total.str() << std::fixed << std::setprecision(1) << std::setw(7)
         << 100.0 * static_cast<double>(o.total_ns) / static_cast<double>(all) << "%" << std::setprecision(2)

@@ -187,8 +187,7 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
       out << YAML::Key << "detaches" << YAML::Value << d->detaches;
       out << YAML::Key << "cut_calls" << YAML::Value << d->cut_calls;
       out << YAML::Key << "control_ns" << YAML::Value << d->control_ns;
-      if (d->mode == "first-calls")
-        out << YAML::Key << "signatures_short" << YAML::Value << d->signatures_short;
+      if (d->mode == "first-calls") out << YAML::Key << "signatures_short" << YAML::Value << d->signatures_short;
     }
     if (d->cupti_overhead_records) {
       out << YAML::Key << "cupti_overhead_ns" << YAML::Value << d->cupti_overhead_ns;
