@@ -103,8 +103,8 @@ def trace_device_ns(trace):
 
 
 def entry_device_ns(e):
-    """A trace entry's device time for all its calls: where not every call was timed (the preload's default
-    times each signature's first calls), as the trace extrapolates it (docs/trace-format.md)."""
+    """A trace entry's device time for all its calls: where calls were left out on purpose
+    (BB_DEVICE_TIME=first, sampled timing), as the trace extrapolates it (docs/trace-format.md)."""
     d = e["device_time"]
     return d.get("estimated_total_ns") or d["total_ns"]
 
