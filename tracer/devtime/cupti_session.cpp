@@ -193,14 +193,17 @@ void CuptiSession::round() {
   collector_.end_round(false);
 }
 
+void CuptiSession::add_control_time(std::chrono::steady_clock::time_point since) {
+  control_ns_.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
+
 bool CuptiSession::open_locked() {
   // Recording on before calls can see the window.
   const auto t0 = std::chrono::steady_clock::now();
   const bool attach = api_->detached();
   std::string err = attach ? api_->attach() : api_->record(true);
-  if (attach)
-    control_ns_.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  if (attach) add_control_time(t0);
   if (!err.empty()) {
     stop_locked("sampled timing could not open a window: " + err);
     return false;
@@ -259,8 +262,7 @@ bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain
   const auto t0 = std::chrono::steady_clock::now();
   if (api_->detach(kDetachWaitMs)) {
     detaches_.fetch_add(1);
-    control_ns_.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    add_control_time(t0);
   }
   return true;
 }

@@ -125,6 +125,7 @@ class CuptiSession {
   bool open_locked();                        // control_ held: a window opens (attaching CUPTI if detached)
   void open_for_call(bool first_sight);      // FirstCalls: a call that wants timing starts between windows
   bool within_budget(std::chrono::steady_clock::time_point now) const;
+  void add_control_time(std::chrono::steady_clock::time_point since);  // attaching or detaching took since-now
   std::unique_ptr<CuptiApi> api_;
   Collector collector_;
   const bool timeline_;

@@ -143,9 +143,10 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
     o.calls += e.count;
     o.timed += e.device_time->calls;
     o.timed_ns += e.device_time->total_ns;
-    o.total_ns += trace::estimated_ns(e);
+    const uint64_t ns = trace::estimated_ns(e);
+    o.total_ns += ns;
     o.estimated = o.estimated || e.device_time->estimated_total_ns > 0;
-    all += trace::estimated_ns(e);
+    all += ns;
     for (const auto& k : e.kernels) o.kernels[k.name] += k.launches;
   }
   if (by.empty() || all == 0) return;
