@@ -266,6 +266,32 @@ TEST_CASE("first-calls timing: signatures seen once do not keep a window open") 
   CHECK(r.timer->signatures_short() == 4);
 }
 
+TEST_CASE("first-calls timing: signatures that repeat only within a step do not hold the window") {
+  Rig r({}, Sampling::first_calls(5, 0));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  const auto now = std::chrono::steady_clock::now();
+  for (int k = 0; k < 5; ++k) call(r, 1, 100);  // every step: has its five
+  call(r, 100, 10);                             // a step-dependent scalar's signature, twice in the step
+  call(r, 100, 10);
+  REQUIRE(r.timer->tick(now + kLater));  // wanted calls since the last look: open
+  CHECK_FALSE(r.cupti->is_detached);
+  call(r, 101, 10);  // the next step's: progress again, as every step would make
+  call(r, 101, 10);
+  const auto step = now + kLater + std::chrono::milliseconds(5);
+  REQUIRE(r.timer->tick(step));
+  CHECK_FALSE(r.cupti->is_detached);
+  CHECK(r.timer->signatures_short() == 2);               // 100 and 101 repeated and want three more each, for good
+  REQUIRE(r.timer->tick(step + CuptiSession::kLinger));  // no wanted call began since: closed
+  CHECK(r.cupti->is_detached);
+  CHECK(r.timer->detaches() == 1);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 5);
+  CHECK(sigs[100].per_call.count() == 2);
+  CHECK(sigs[101].per_call.count() == 2);
+}
+
 TEST_CASE("first-calls timing: a window no wanted signature uses closes after the patience") {
   Rig r({}, Sampling::first_calls(3, 0));
   r.cupti->detachable = true;

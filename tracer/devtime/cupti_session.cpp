@@ -83,7 +83,7 @@ bool CuptiSession::start(const std::string& conflict) {
     std::string err = api_->enable(&collector_);
     if (err.empty()) {
       started_ = true;
-      started_at_ = last_progress_at_ = std::chrono::steady_clock::now();
+      started_at_ = last_progress_at_ = last_wanted_at_ = std::chrono::steady_clock::now();
       next_refresh_ = started_at_ + std::chrono::milliseconds(sampling_.refresh_ms);
       windows_.store(1);
       active_.store(true);
@@ -112,7 +112,10 @@ bool CuptiSession::op_start(uint32_t sig) {
     t_ops.epoch[t_ops.depth] = epoch_.load();
     // The window stays open while a wanted call that began in it runs (closing would cut it).
     t_ops.wanted[t_ops.depth] = wanted && (t_ops.epoch[t_ops.depth] & 1) != 0;
-    if (t_ops.wanted[t_ops.depth]) wanted_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    if (t_ops.wanted[t_ops.depth]) {
+      wanted_in_flight_.fetch_add(1, std::memory_order_relaxed);
+      wanted_began_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (timeline_) t_ops.start[t_ops.depth] = api_->now();
   }
   ++t_ops.depth;
@@ -209,8 +212,9 @@ bool CuptiSession::open_locked() {
     return false;
   }
   open_mark_ = api_->last_linked();
-  last_progress_at_ = std::chrono::steady_clock::now();
+  last_progress_at_ = last_wanted_at_ = std::chrono::steady_clock::now();
   last_progress_ = progress_.load();
+  last_began_ = wanted_began_.load();
   epoch_.fetch_add(1);
   windows_.fetch_add(1);
   return true;
@@ -288,11 +292,16 @@ bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
       last_progress_ = p;
       last_progress_at_ = now;
     }
-    // Open: while repeating signatures want more and get it (or the first window is young), or a
-    // wanted call is running; closed after kPatience without progress whatever runs.
+    if (const uint64_t b = wanted_began_.load(); b != last_began_) {
+      last_began_ = b;
+      last_wanted_at_ = now;
+    }
+    // Open: while repeating signatures want more and get it and wanted calls keep coming (or the first
+    // window is young), or a wanted call is running; closed after kPatience without progress whatever
+    // runs.
     const bool quiet = now - last_progress_at_ >= kPatience;
-    const bool settled = wants_->short_repeating() == 0 && wanted_in_flight_.load() <= 0 &&
-                         (windows_.load() > 1 || now - started_at_ >= kPatience);
+    const bool may_close = wanted_in_flight_.load() <= 0 && (windows_.load() > 1 || now - started_at_ >= kPatience);
+    const bool settled = may_close && (wants_->short_repeating() == 0 || now - last_wanted_at_ >= kLinger);
     if (!quiet && !settled) return true;
   }
   return window(false, now + kDrain);

@@ -97,9 +97,10 @@ class CuptiSession {
   // thread may end.
   bool window(bool open, std::chrono::steady_clock::time_point drain_until = {});
   // FirstCalls, from the sampler thread every few milliseconds: refreshes what signatures want when
-  // due, opens a window a call asked for, and closes the open one when no repeating signature wants
-  // more and no wanted call runs (the first window stays kPatience at least), or when no repeating
-  // signature that wants more was timed for kPatience. Returns false once timing has stopped.
+  // due, opens a window a call asked for, and closes the open one (the first window stays kPatience at
+  // least) when no wanted call runs and either no repeating signature wants more or no wanted call
+  // began for kLinger; or when no repeating signature that wants more was timed for kPatience.
+  // Returns false once timing has stopped.
   bool tick(std::chrono::steady_clock::time_point now);
   const Sampling& sampling() const { return sampling_; }
   uint64_t windows() const { return windows_.load(); }        // opened so far (the first included)
@@ -109,6 +110,10 @@ class CuptiSession {
   uint64_t signatures_seen() const { return wants_ ? wants_->seen() : 0; }
   uint64_t signatures_short() const { return wants_ ? wants_->short_of() : 0; }
   static constexpr std::chrono::milliseconds kPatience{100};
+  // An open window with no wanted call beginning this long closes, even while signatures that repeated
+  // want more: one seen twice within a step and never again (a step-dependent scalar's) never comes
+  // back, and those made anew every step would otherwise keep the window open for good.
+  static constexpr std::chrono::milliseconds kLinger{20};
   static constexpr std::chrono::milliseconds kFirstSightGap{1000};  // between windows first sights open
   static constexpr std::chrono::milliseconds kDrain{100};           // FirstCalls: how long closing waits for records
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
@@ -141,10 +146,13 @@ class CuptiSession {
   std::atomic<uint64_t> progress_{0};         // timed calls that repeating signatures wanted
   std::atomic<bool> open_wanted_{false};      // a call asked for a window the sampler opens
   std::atomic<int64_t> wanted_in_flight_{0};  // wanted calls running that began in an open window
+  std::atomic<uint64_t> wanted_began_{0};     // wanted calls that began in an open window, so far
   std::atomic<uint64_t> control_ns_{0};
   bool closing_ = false;  // control_: a window is being closed (its records drained): none opens meanwhile
   std::chrono::steady_clock::time_point started_at_, next_refresh_, last_progress_at_, last_first_sight_open_;
   uint64_t last_progress_ = 0;  // progress_ as the sampler last saw it
+  uint64_t last_began_ = 0;     // wanted_began_ as the sampler last saw it (at last_wanted_at_)
+  std::chrono::steady_clock::time_point last_wanted_at_;
   mutable std::mutex control_;  // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};
