@@ -277,6 +277,11 @@ def main():
                 x = rounds[c][-1]
                 print(f"round {r + 1}/{args.rounds} {c}: " + (f"{x['op_us']:.2f} us/op, " if x["op_us"] else "")
                       + f"{x['step_ms']:.2f} ms/step (mean {x['step_ms_mean']:.2f})", file=sys.stderr)
+                d = x.get("device_timing") or {}
+                if d.get("mode") not in (None, "all"):  # as it goes: a run cut short still says what timing did
+                    print(f"  {d.get('windows')} windows, {d.get('detaches')} detaches, {d.get('calls_timed')} calls "
+                          f"timed, {(d.get('control_ns') or 0) / 1e6:.1f} ms attaching/detaching, "
+                          f"{d.get('signatures_short')} signatures short", file=sys.stderr)
 
     tiny = args.op_seconds > 0
     med = {c: {"op_us": min(x["op_us"] for x in rounds[c]) if tiny else None,
