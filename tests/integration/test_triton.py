@@ -1,9 +1,11 @@
-"""Triton kernels (issue 15): backends/triton_example, the nine ops of backends/cuda_example written in
-Triton in BackendBench's layout, and the Triton cheat tests/cheats/python/side_stream.
+"""Python kernels on the GPU (issue 15): backends/triton_example, the nine ops of backends/cuda_example
+written in Triton in BackendBench's layout; the Python cheats of tests/cheats/python on CUDA; and
+BackendBench's CUDA form (a .cpp/.cu pair built by load_inline, tests/backends/backendbench_cu).
 
 On a CUDA machine: bbreplay checks and times the sample on the trace of a small training program
-(float32 and bfloat16) and every case passes or is declined; the side-stream cheat is flagged
-escaping-work; the preload routes the same program to the sample with native's losses.
+(float32 and bfloat16) and every case passes or is declined; every Python cheat is flagged by name
+(the side-stream one escaping-work); the preload routes the same program to the sample with native's
+losses; the load_inline pair passes bbreplay's checks, is timed, and is routed to in a CUDA program.
 On every machine (CPU too): each kernel's Triton code runs under Triton's interpreter
 (TRITON_INTERPRET=1, in a process of its own) on small CPU tensors against torch and native's
 formulas, through each file's launch path (the function its _kernel_impl calls after declining what
@@ -21,7 +23,10 @@ from support import (BUILD, PYTHON, ROOT, CudaBroken, ReplayOfProgram, TempDirTe
                      preload_env, run)
 
 SAMPLE = ROOT / "backends" / "triton_example"
-SIDE_STREAM = ROOT / "tests" / "cheats" / "python" / "side_stream"
+CHEATS = ROOT / "tests" / "cheats" / "python"
+SIDE_STREAM = CHEATS / "side_stream"
+CUDA_PAIR = ROOT / "tests" / "backends" / "backendbench_cu"
+EXTENSIONS = BUILD / "torch-extensions"  # torch's load_inline builds (TORCH_EXTENSIONS_DIR)
 BRIDGE = BUILD / "lib" / "libbbshim_python.so"
 OPS = ["aten::_softmax", "aten::add.Tensor", "aten::addmm", "aten::gelu", "aten::gelu_backward",
        "aten::native_layer_norm", "aten::relu", "aten::sum.dim_IntList", "aten::threshold_backward"]
@@ -124,6 +129,94 @@ class ReplayOfTheSample(ReplayOfProgram):
                 self.assertEqual(c["status"], "skipped", c)
                 self.assertIn("declined: CUDA float32 only", c["message"], c)
         self.assertIsNone({o["op"]: o for o in data["ops"]}["aten::relu"]["speedup_geomean"])
+
+
+class PythonCheatsOnCuda(ReplayOfProgram):
+    """The Python cheats of tests/cheats/python other than the side stream, on CUDA tensors (Triton
+    kernels where they compute): each flagged by name, as on the CPU (test_python_kernels.py)."""
+    PROGRAM = """
+import torch
+torch.manual_seed(0)
+x = torch.randn(64, 33, device="cuda")
+torch.relu(x)
+x.clone()
+torch.mul(torch.randn(64, 33, device="cuda"), torch.randn(64, 33, device="cuda"))
+torch.cuda.synchronize()
+"""
+    FLAGS = {  # folder: (op, flag)
+        "native_call": ("aten::relu", "native-call"),
+        "cached_result": ("aten::relu", "cached-result"),
+        "aliasing": ("aten::clone", "aliasing"),
+        "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
+        "input_mutation": ("aten::relu", "input-mutation"),
+    }
+
+    def test_every_python_cheat_is_flagged_by_name_on_cuda(self):
+        for folder, (op, flag) in self.FLAGS.items():
+            with self.subTest(cheat=folder):
+                data, r = self.replay("--backend", CHEATS / folder, "--ops", op, "--variants", "traced",
+                                      "--device", "cuda", "--repetitions", "6", timeout=900)
+                self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+                cases = [c for c in data["cases"] if c["op"] == op]
+                self.assertTrue(cases, r.stderr[-2000:])
+                for c in cases:
+                    self.assertEqual(c["status"], "failed", c)
+                    self.assertIn(flag, c["flags"], c)
+
+
+class BackendBenchCudaPair(ReplayOfProgram):
+    """BackendBench's CUDA form: a .cpp/.cu pair built by load_inline (nvcc) in bbreplay's worker and in
+    the preloaded program, judged and routed like any kernel."""
+    PROGRAM = """
+import torch
+torch.manual_seed(0)
+x = torch.randn(256, 129, device="cuda")
+print(torch.relu(x).sum().item(), torch.relu(x.t()).sum().item())
+torch.relu(torch.randn(1 << 20, device="cuda"))
+torch.relu(torch.randn(16, device="cuda", dtype=torch.bfloat16))  # not float32: the kernel fails, native runs
+torch.cuda.synchronize()
+"""
+
+    def setUp(self):
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(EXTENSIONS)
+
+    def tearDown(self):
+        del os.environ["TORCH_EXTENSIONS_DIR"]
+
+    def test_the_pair_passes_bbreplay_on_cuda_and_is_timed(self):
+        data, r = self.replay("--backend", CUDA_PAIR, "--ops", "aten::relu", "--device", "cuda",
+                              "--variants", "traced,noncontiguous", "--repetitions", "10", timeout=900)
+        out = r.stdout[-3000:] + r.stderr[-3000:]
+        cases = [c for c in data["cases"] if c["op"] == "aten::relu"]
+        self.assertTrue(cases, out)
+        for c in cases:  # the bfloat16 call's cases: the kernel's TORCH_CHECK fails them, with its message
+            if c["status"] != "passed":
+                self.assertEqual(c["status"], "failed", c)
+                self.assertIn("CUDA float32 tensors only", c["message"], c)
+        self.assertEqual(len([c for c in cases if c["status"] == "failed" and c["variant"] == "traced"]), 1, cases)
+        passed = [c for c in cases if c["status"] == "passed"]
+        for c in passed:
+            self.assertEqual(c["flags"], [], c)
+        timed = [c for c in passed if c["variant"] == "traced"]
+        self.assertEqual(len(timed), 3, cases)
+        for c in timed:
+            self.assertGreater(c["generated"]["median_us"], 0, c)
+            self.assertGreater(c["native"]["median_us"], 0, c)
+
+    def test_the_preload_routes_a_cuda_program_to_the_pair(self):
+        from test_routing import summary_row
+        summary = self.dir / "pair-summary.txt"
+        native = run([PYTHON, "-c", self.PROGRAM], preload_env(BB_TRACE="off"), cwd=self.dir, timeout=600)
+        routed = run([PYTHON, "-c", self.PROGRAM],
+                     preload_env(BB_BACKEND=CUDA_PAIR, BB_TRACE="off", BB_SUMMARY=summary), cwd=self.dir,
+                     timeout=900)
+        self.assertEqual((native.returncode, routed.returncode), (0, 0), native.stderr + routed.stderr)
+        a, b = [float(v) for v in native.stdout.split()], [float(v) for v in routed.stdout.split()]
+        self.assertEqual(len(a), 2, native.stdout)
+        for n, g in zip(a, b):
+            self.assertAlmostEqual(n, g, delta=1e-4 * abs(n))
+        row = summary_row(summary.read_text(), "aten::relu")
+        self.assertEqual((row["calls"], row["routed"], row["errors"]), ("4", "3", "1"), summary.read_text())
 
 
 class RoutedProgram(TempDirTest):
@@ -499,7 +592,7 @@ def main():
     except CudaBroken as e:
         print(f"FAIL: {e}", file=sys.stderr)
         sys.exit(1)
-    gpu_tests = ["ReplayOfTheSample", "RoutedProgram"] if gpu and BRIDGE.exists() else []
+    gpu_tests = ["ReplayOfTheSample", "RoutedProgram", "PythonCheatsOnCuda", "BackendBenchCudaPair"] if gpu and BRIDGE.exists() else []
     result = unittest.main(defaultTest=["KernelsOnCpu"] + gpu_tests, exit=False).result
     if not result.wasSuccessful():
         sys.exit(1)
