@@ -168,6 +168,10 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
       const devtime::Sketch& s = it->second.per_call;
       if (s.count() > 0) {
         trace::DeviceTime d{s.count(), s.total(), s.min(), s.median(), s.max()};
+        // More timed calls than calls: one call's records were split in two (a record delivered after
+        // its call was taken as whole). Its device work all happened in these calls: the total stands,
+        // the calls are the calls (a trace claiming more would be refused by every reader).
+        d.calls = std::min<uint64_t>(d.calls, t.ops[k].count);
         if (sampled && d.calls < t.ops[k].count) d.estimated_total_ns = trace::extrapolate(d, t.ops[k].count);
         t.ops[k].device_time = d;
       }

@@ -341,6 +341,15 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
   CHECK(yaml.find("sampled: \"10 ms of every 100 ms\"") != std::string::npos);
   CHECK(bb::trace::parse_trace(yaml, "t.yaml") == s);
 
+  // One call's records split in two and counted twice: the trace never says more timed calls than
+  // calls (a reader refuses that), and the total keeps all the device work.
+  times.by_signature[2].per_call.add(500);
+  auto split = make_trace(snap, run, "exited", &times);
+  REQUIRE(split.ops[1].device_time);
+  CHECK(split.ops[1].device_time->calls == 3);
+  CHECK(split.ops[1].device_time->total_ns == 6500);
+  CHECK(bb::trace::parse_trace(bb::trace::to_yaml(split), "t.yaml") == split);
+
   snap.devices.clear();  // a CPU-only run says nothing about device timing
   CHECK_FALSE(make_trace(snap, run, "exited", &times).meta.device_timing);
 }
