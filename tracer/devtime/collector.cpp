@@ -248,7 +248,9 @@ void Collector::settle(bool all) {
       ++it;
   }
   for (auto it = links_.begin(); it != links_.end();) {
-    if (all || round_ - it->second.round >= 8) it = links_.erase(it);
+    // A matched launch's further records (a graph's kernels) come with its first; an unmatched one's
+    // may be far behind.
+    if (all || round_ - it->second.round >= (it->second.matched ? 2u : 8u)) it = links_.erase(it);
     else
       ++it;
   }
