@@ -110,7 +110,8 @@ def make_step(model, device, batch, seq):
 
 
 def step_ms(step, device, steps, warmup):
-    """The median of `steps` steps after `warmup` more, and the mean of all warmup + steps."""
+    """The median of `steps` steps after `warmup` more, the mean of all warmup + steps, and every step's
+    time (ms)."""
     import torch
     times = []
     for i in range(warmup + steps):
@@ -121,7 +122,7 @@ def step_ms(step, device, steps, warmup):
         if device == "cuda":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times[warmup:]), statistics.fmean(times)
+    return statistics.median(times[warmup:]), statistics.fmean(times), times
 
 
 def worker(args):
@@ -138,10 +139,10 @@ def worker(args):
         from torch.profiler import ProfilerActivity, profile
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
         with profile(activities=acts, record_shapes=True):
-            op_us, (ms, mean) = measure()
+            op_us, (ms, mean, times) = measure()
     else:
-        op_us, (ms, mean) = measure()
-    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean,
+        op_us, (ms, mean, times) = measure()
+    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean, "steps_ms": times,
                       "torch": torch.__version__}))
 
 
@@ -282,6 +283,10 @@ def main():
                     print(f"  {d.get('windows')} windows, {d.get('detaches')} detaches, {d.get('calls_timed')} calls "
                           f"timed, {(d.get('control_ns') or 0) / 1e6:.1f} ms attaching/detaching, "
                           f"{d.get('signatures_short')} signatures short", file=sys.stderr)
+                if c != "none" and x.get("steps_ms") and rounds["none"]:  # which steps paid: all, or a few?
+                    ref = rounds["none"][-1]["step_ms"]
+                    print(f"  steps / this round's none median: "
+                          + " ".join(f"{t / ref:.2f}" for t in x["steps_ms"]), file=sys.stderr)
 
     tiny = args.op_seconds > 0
     med = {c: {"op_us": min(x["op_us"] for x in rounds[c]) if tiny else None,
