@@ -143,16 +143,10 @@ x.clone()
 torch.mul(torch.randn(64, 33, device="cuda"), torch.randn(64, 33, device="cuda"))
 torch.cuda.synchronize()
 """
-    FLAGS = {  # folder: (op, flag)
-        "native_call": ("aten::relu", "native-call"),
-        "cached_result": ("aten::relu", "cached-result"),
-        "aliasing": ("aten::clone", "aliasing"),
-        "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
-        "input_mutation": ("aten::relu", "input-mutation"),
-    }
 
     def test_every_python_cheat_is_flagged_by_name_on_cuda(self):
-        for folder, (op, flag) in self.FLAGS.items():
+        from test_python_kernels import CHEAT_FLAGS  # the CPU test's: folder -> (op, flag)
+        for folder, (op, flag) in CHEAT_FLAGS.items():
             with self.subTest(cheat=folder):
                 data, r = self.replay("--backend", CHEATS / folder, "--ops", op, "--variants", "traced",
                                       "--device", "cuda", "--repetitions", "6", timeout=900)
@@ -592,7 +586,8 @@ def main():
     except CudaBroken as e:
         print(f"FAIL: {e}", file=sys.stderr)
         sys.exit(1)
-    gpu_tests = ["ReplayOfTheSample", "RoutedProgram", "PythonCheatsOnCuda", "BackendBenchCudaPair"] if gpu and BRIDGE.exists() else []
+    gpu_tests = (["ReplayOfTheSample", "RoutedProgram", "PythonCheatsOnCuda", "BackendBenchCudaPair"]
+                 if gpu and BRIDGE.exists() else [])
     result = unittest.main(defaultTest=["KernelsOnCpu"] + gpu_tests, exit=False).result
     if not result.wasSuccessful():
         sys.exit(1)

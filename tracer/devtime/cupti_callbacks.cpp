@@ -158,7 +158,7 @@ void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer
       size_t dropped = 0;
       if (g_fns.getNumDropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped) sink->add_dropped(dropped);
       // No round ends here: buffers fill in milliseconds and are handed over in any order, so a call
-      // whose records sit in two buffers would be taken as whole after the first and counted again
+      // whose records sit in two buffers could be taken as whole after the first and counted again
       // (a trace with more timed calls than calls). Rounds are the collections' (about a second apart).
     }
   } catch (...) {
