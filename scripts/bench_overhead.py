@@ -142,8 +142,8 @@ def worker(args):
             op_us, (ms, mean, times) = measure()
     else:
         op_us, (ms, mean, times) = measure()
-    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean, "steps_ms": times,
-                      "torch": torch.__version__}))
+    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean,
+                      "steps_ms": times, "torch": torch.__version__}))
 
 
 def run_config(args, config):
