@@ -192,6 +192,23 @@ CHEAT_FLAGS = {  # folder: (op, flag)
     "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
     "input_mutation": ("aten::relu", "input-mutation"),
 }
+
+
+def assert_every_cheat_flagged(test, *args, timeout=600):
+    """Replays each cheat of CHEAT_FLAGS on its op's traced cases (test: a ReplayOfProgram; args: more
+    bbreplay arguments, the device among them): every case fails with the cheat's flag."""
+    for folder, (op, flag) in CHEAT_FLAGS.items():
+        with test.subTest(cheat=folder):
+            data, r = test.replay("--backend", CHEATS / folder, "--ops", op, "--variants", "traced", *args,
+                                  timeout=timeout)
+            test.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+            cases = [c for c in data["cases"] if c["op"] == op]
+            test.assertTrue(cases, r.stderr[-2000:])
+            for c in cases:
+                test.assertEqual(c["status"], "failed", c)
+                test.assertIn(flag, c["flags"], c)
+
+
 REPLAYED = """
 import torch
 torch.manual_seed(0)
@@ -226,16 +243,7 @@ class ReplayOfPythonKernels(ReplayOfProgram):
             self.assertIn("cannot take the 1 positional arguments", c["message"], c)
 
     def test_every_python_cheat_is_flagged_by_name(self):
-        for folder, (op, flag) in CHEAT_FLAGS.items():
-            with self.subTest(cheat=folder):
-                data, r = self.replay("--backend", CHEATS / folder, "--ops", op, "--variants", "traced",
-                                      "--device", "cpu", "--check-only")
-                self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
-                cases = [c for c in data["cases"] if c["op"] == op]
-                self.assertTrue(cases, r.stderr[-2000:])
-                for c in cases:
-                    self.assertEqual(c["status"], "failed", c)
-                    self.assertIn(flag, c["flags"], c)
+        assert_every_cheat_flagged(self, "--device", "cpu", "--check-only")
 
 
 class ReplayOfLoadInline(ReplayOfProgram):

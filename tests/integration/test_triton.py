@@ -145,17 +145,8 @@ torch.cuda.synchronize()
 """
 
     def test_every_python_cheat_is_flagged_by_name_on_cuda(self):
-        from test_python_kernels import CHEAT_FLAGS  # the CPU test's: folder -> (op, flag)
-        for folder, (op, flag) in CHEAT_FLAGS.items():
-            with self.subTest(cheat=folder):
-                data, r = self.replay("--backend", CHEATS / folder, "--ops", op, "--variants", "traced",
-                                      "--device", "cuda", "--repetitions", "6", timeout=900)
-                self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
-                cases = [c for c in data["cases"] if c["op"] == op]
-                self.assertTrue(cases, r.stderr[-2000:])
-                for c in cases:
-                    self.assertEqual(c["status"], "failed", c)
-                    self.assertIn(flag, c["flags"], c)
+        from test_python_kernels import assert_every_cheat_flagged  # the CPU test's, on CUDA
+        assert_every_cheat_flagged(self, "--device", "cuda", "--repetitions", "6", timeout=900)
 
 
 class BackendBenchCudaPair(ReplayOfProgram):
