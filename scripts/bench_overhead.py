@@ -219,6 +219,33 @@ def compare_timing(sampled, full, min_share=0.01):
             "op_deviation": devs, "total_deviation": sum(ops_est.values()) / everything - 1}
 
 
+def compared(rounds, device):
+    """How many rounds have both traced and traced-first (on CUDA) to compare."""
+    if device != "cuda" or "traced" not in rounds or "traced-first" not in rounds:
+        return 0
+    return min(len(rounds["traced"]), len(rounds["traced-first"]))
+
+
+def compare_round(rounds, r):
+    a, b = rounds["traced-first"][r], rounds["traced"][r]
+    if "signatures" not in a or "signatures" not in b:
+        return None
+    return compare_timing(a["signatures"], b["signatures"])
+
+
+def describe_comparison(r, cmp):
+    if not cmp:
+        return f"round {r + 1}: no traces to compare"
+    devs = sorted(cmp["op_deviation"].items(), key=lambda kv: -abs(kv[1]))
+    return (f"round {r + 1}: of {cmp['signatures']} signatures with device work, {cmp['with_device_time']} have a "
+            f"device time and {cmp['with_3_timed']} >= 3 timed calls ({100 * cmp['coverage']:.1f}%); of the "
+            f"{cmp['called_3_times']} called >= 3 times, {cmp['called_3_times_with_3_timed']}; per-op totals, "
+            f"first calls extrapolated vs every call, over {len(devs)} ops with >= 1% of device time: largest "
+            + (f"{devs[0][0]} {100 * devs[0][1]:+.2f}%" if devs else "-")
+            + (f", median |dev| {100 * statistics.median(abs(v) for _, v in devs):.2f}%" if devs else "")
+            + f"; all ops together {100 * cmp['total_deviation']:+.2f}%")
+
+
 def describe_machine(device):
     import platform
     import torch
@@ -287,6 +314,8 @@ def main():
                     ref = rounds["none"][-1]["step_ms"]
                     print(f"  steps / this round's none median: "
                           + " ".join(f"{t / ref:.2f}" for t in x["steps_ms"]), file=sys.stderr)
+            if c in ("traced", "traced-first") and compared(rounds, args.device) > r:  # coverage, as it goes
+                print(describe_comparison(r, compare_round(rounds, r)), file=sys.stderr)
 
     tiny = args.op_seconds > 0
     med = {c: {"op_us": min(x["op_us"] for x in rounds[c]) if tiny else None,
@@ -332,22 +361,11 @@ def main():
                   f"{d.get('calls_timed')}, cut {d.get('cut_calls')}, attaching/detaching "
                   f"{(d.get('control_ns') or 0) / 1e6:.1f} ms, CUPTI's overhead records "
                   f"{(d.get('cupti_overhead_ns') or 0) / 1e6:.1f} ms")
-    comparisons = []
-    if "traced" in rounds and "traced-first" in rounds and args.device == "cuda":
-        for r, (a, b) in enumerate(zip(rounds["traced-first"], rounds["traced"])):
-            if "signatures" not in a or "signatures" not in b:
-                continue
-            cmp = compare_timing(a["signatures"], b["signatures"])
-            comparisons.append(cmp)
-            devs = sorted(cmp["op_deviation"].items(), key=lambda kv: -abs(kv[1]))
-            print(f"round {r + 1}: of {cmp['signatures']} signatures with device work, {cmp['with_device_time']} have a "
-                  f"device time and {cmp['with_3_timed']} >= 3 timed calls ({100 * cmp['coverage']:.1f}%); of the "
-                  f"{cmp['called_3_times']} called >= 3 times, {cmp['called_3_times_with_3_timed']}; per-op totals, "
-                  f"first calls extrapolated vs "
-                  f"every call, over {len(devs)} ops with >= 1% of device time: largest "
-                  + (f"{devs[0][0]} {100 * devs[0][1]:+.2f}%" if devs else "-")
-                  + (f", median |dev| {100 * statistics.median(abs(v) for _, v in devs):.2f}%" if devs else "")
-                  + f"; all ops together {100 * cmp['total_deviation']:+.2f}%")
+    comparisons = [compare_round(rounds, r) for r in range(compared(rounds, args.device))]
+    for r, cmp in enumerate(comparisons):
+        if cmp:
+            print(describe_comparison(r, cmp))
+    comparisons = [c for c in comparisons if c]
     if args.json:
         for rs in rounds.values():  # the per-signature lists made the comparisons above; too long to keep
             for x in rs:

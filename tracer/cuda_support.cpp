@@ -286,7 +286,8 @@ void start_device_timing() {
   else if (g_timing_options.first_calls && !o.timeline && api && api->can_detach())
     // Only where CUPTI can be detached between windows (the callback mode, no timeline): else
     // windows would save next to nothing and time fewer calls.
-    sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms);
+    sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms,
+                                              devtime::CuptiSession::kRepeatGapMs);
   else if (g_timing_options.first_calls && api)
     log::warn(
         "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "

@@ -97,9 +97,9 @@ def loop(seconds):
     torch.cuda.synchronize()
     return n
 n = loop(0.6)
-time.sleep(0.5)          # CUPTI is detached by now: nothing that comes again wants more timed calls
+time.sleep(1.0)          # CUPTI is detached by now: nothing that comes again wants more timed calls
 for _ in range(20):
-    torch.mm(y, y)       # new: attaches CUPTI again, from its first call
+    torch.mm(y, y)       # new, over a second after the first window opened: attaches CUPTI, from its first call
 n += loop(0.6)
 print(n)
 """

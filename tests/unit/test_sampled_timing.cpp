@@ -196,10 +196,17 @@ void call(Rig& r, uint32_t sig, uint64_t ns) {
   r.timer->op_end();
 }
 const auto kLater = CuptiSession::kPatience + std::chrono::milliseconds(1);
+// First-calls sampling; by default a signature seen twice repeats and every first sight may open a window.
+Sampling first_calls(uint32_t calls, uint32_t refresh_ms = 0, uint32_t repeat_gap_ms = 0,
+                     uint32_t first_sight_gap_ms = 0) {
+  Sampling s = Sampling::first_calls(calls, refresh_ms, repeat_gap_ms);
+  s.first_sight_gap_ms = first_sight_gap_ms;
+  return s;
+}
 }  // namespace
 
 TEST_CASE("first-calls timing: each signature's first calls, CUPTI detached once all have them") {
-  Rig r({}, Sampling::first_calls(2, 0));
+  Rig r({}, first_calls(2));
   r.cupti->detachable = true;
   CHECK(r.timer->sampling().describe() == "first 2 calls of each signature");
   CHECK(std::string(r.timer->sampling().mode_name()) == "first-calls");
@@ -227,28 +234,49 @@ TEST_CASE("first-calls timing: each signature's first calls, CUPTI detached once
   call(r, 3, 70);
   REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));  // 3 has its calls: closed at once
   CHECK(r.timer->detaches() == 2);
-
-  // Another first sight within a second of the last: not worth attaching for (it may never come
-  // again, as a step-dependent scalar's signature does not); when it comes again, it is.
-  call(r, 4, 90);
-  CHECK(r.log->attaches == 1);
-  call(r, 4, 90);
-  CHECK(r.log->attaches == 2);
   r.timer->finish();
   auto sigs = r.timer->collector().by_signature();
   CHECK(sigs[1].per_call.count() == 3);
   CHECK(sigs[2].per_call.count() == 2);
   CHECK(sigs[3].per_call.count() == 2);
   CHECK(sigs[3].per_call.total() == 140);
-  CHECK(sigs[4].per_call.count() == 1);
   const Health h = r.timer->collector().health();
   CHECK(h.calls_cut == 0);
   CHECK(h.unattributed == 0);
   CHECK(r.timer->control_ns() > 0);
 }
 
-TEST_CASE("first-calls timing: signatures seen once do not keep a window open") {
-  Rig r({}, Sampling::first_calls(5, 0));
+TEST_CASE("first-calls timing: a first sight opens a window at most once per first_sight_gap_ms") {
+  Rig r({}, first_calls(2, 0, 0, 300));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  call(r, 1, 100);
+  call(r, 1, 100);
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now() + kLater));
+  REQUIRE(r.cupti->is_detached);
+  // Within the gap of the first window's opening: not worth attaching for (it may never come again,
+  // as a step-dependent scalar's signature does not); when it comes again, it repeats, and is.
+  call(r, 4, 90);
+  CHECK(r.log->attaches == 0);
+  call(r, 4, 90);
+  CHECK(r.log->attaches == 1);
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));  // 4 wants one more and a wanted call began: open
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now() + CuptiSession::kLinger));
+  REQUIRE(r.cupti->is_detached);
+  std::this_thread::sleep_for(std::chrono::milliseconds(310));  // past the gap: a first sight opens
+  call(r, 5, 30);
+  CHECK(r.log->attaches == 2);
+  call(r, 6, 30);  // while open: timed too, opening nothing
+  CHECK(r.log->attaches == 2);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[4].per_call.count() == 1);
+  CHECK(sigs[5].per_call.count() == 1);
+  CHECK(sigs[6].per_call.count() == 1);
+}
+
+TEST_CASE("first-calls timing: signatures seen once are no progress; a window closes once wanted calls stop") {
+  Rig r({}, first_calls(5));
   r.cupti->detachable = true;
   REQUIRE(r.timer->start(""));
   const auto now = std::chrono::steady_clock::now();
@@ -256,44 +284,54 @@ TEST_CASE("first-calls timing: signatures seen once do not keep a window open") 
     call(r, 1, 100);          // every step
     call(r, 100 + step, 10);  // a new signature every step (AdamW's step size)
   }
-  REQUIRE(r.timer->tick(now + kLater));  // 1 still wants two: open
+  REQUIRE(r.timer->tick(now + kLater));  // wanted calls since the last look: open
   CHECK_FALSE(r.cupti->is_detached);
   call(r, 1, 100);
   call(r, 1, 100);
   call(r, 103, 10);
-  REQUIRE(r.timer->tick(now + kLater));  // 1 has its five; 100..103 were seen once each
+  REQUIRE(r.timer->tick(now + kLater));  // 1 has its five; 100..103 were seen once each, and came just now
+  CHECK_FALSE(r.cupti->is_detached);
+  REQUIRE(r.timer->tick(now + kLater + CuptiSession::kLinger));  // no wanted call began since: closed
   CHECK(r.cupti->is_detached);
   CHECK(r.timer->signatures_short() == 4);
+  CHECK(r.timer->detaches() == 1);
 }
 
-TEST_CASE("first-calls timing: signatures that repeat only within a step do not hold the window") {
-  Rig r({}, Sampling::first_calls(5, 0));
+// A training loop in real time: steps 70 ms apart, each calling the model's signatures once and making
+// a signature of its own used twice (a step-dependent scalar's); repeat gap 60 ms.
+TEST_CASE("first-calls timing: a step loop is timed in one window; signatures of one step never repeat") {
+  Rig r({}, first_calls(3, 0, 60, 1000));
   r.cupti->detachable = true;
   REQUIRE(r.timer->start(""));
-  const auto now = std::chrono::steady_clock::now();
-  for (int k = 0; k < 5; ++k) call(r, 1, 100);  // every step: has its five
-  call(r, 100, 10);                             // a step-dependent scalar's signature, twice in the step
-  call(r, 100, 10);
-  REQUIRE(r.timer->tick(now + kLater));  // wanted calls since the last look: open
-  CHECK_FALSE(r.cupti->is_detached);
-  call(r, 101, 10);  // the next step's: progress again, as every step would make
-  call(r, 101, 10);
-  const auto step = now + kLater + std::chrono::milliseconds(5);
-  REQUIRE(r.timer->tick(step));
-  CHECK_FALSE(r.cupti->is_detached);
-  CHECK(r.timer->signatures_short() == 2);               // 100 and 101 repeated and want three more each, for good
-  REQUIRE(r.timer->tick(step + CuptiSession::kLinger));  // no wanted call began since: closed
-  CHECK(r.cupti->is_detached);
+  const auto started = std::chrono::steady_clock::now();
+  uint32_t steps = 0;
+  for (; steps < 40; ++steps) {
+    call(r, 1, 100);
+    call(r, 2, 200);
+    call(r, 100 + steps, 10);
+    call(r, 100 + steps, 10);
+    REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));  // wanted calls came just now: open
+    if (steps < 2) CHECK_FALSE(r.cupti->is_detached);
+    std::this_thread::sleep_for(std::chrono::milliseconds(35));  // the step's other work: no wanted call
+    REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(35));
+    if (r.cupti->is_detached && std::chrono::steady_clock::now() - started > 2 * CuptiSession::kPatience) break;
+  }
+  CHECK(r.cupti->is_detached);  // the first window closed, once the first window's patience had passed
   CHECK(r.timer->detaches() == 1);
+  CHECK(r.log->attaches == 0);  // the steps' own signatures opened nothing (within a second of the start)
+  CHECK(r.timer->signatures_seen() == 2 + steps + 1);
+  CHECK(r.timer->signatures_short() == steps + 1);  // every step's own: wants one more, never comes again
   r.timer->finish();
   auto sigs = r.timer->collector().by_signature();
-  CHECK(sigs[1].per_call.count() == 5);
-  CHECK(sigs[100].per_call.count() == 2);
-  CHECK(sigs[101].per_call.count() == 2);
+  CHECK(sigs[1].per_call.count() >= 3);
+  CHECK(sigs[2].per_call.count() >= 3);
+  CHECK(sigs[100].per_call.count() == 2);  // the first step's: timed in the first window
+  CHECK(r.timer->collector().health().calls_cut == 0);
 }
 
-TEST_CASE("first-calls timing: a window no wanted signature uses closes after the patience") {
-  Rig r({}, Sampling::first_calls(3, 0));
+TEST_CASE("first-calls timing: a window no wanted signature uses closes") {
+  Rig r({}, first_calls(3));
   r.cupti->detachable = true;
   REQUIRE(r.timer->start(""));
   call(r, 1, 100);
@@ -311,7 +349,7 @@ TEST_CASE("first-calls timing: a window no wanted signature uses closes after th
 }
 
 TEST_CASE("first-calls timing: a running wanted call keeps the window open; one cut is not counted") {
-  Rig r({}, Sampling::first_calls(1, 0));
+  Rig r({}, first_calls(1));
   r.cupti->detachable = true;
   REQUIRE(r.timer->start(""));
   call(r, 1, 100);
@@ -332,7 +370,7 @@ TEST_CASE("first-calls timing: a running wanted call keeps the window open; one 
 }
 
 TEST_CASE("first-calls timing: every refresh, each signature wants one more call") {
-  Rig r({}, Sampling::first_calls(1, 1000));
+  Rig r({}, first_calls(1, 1000));
   r.cupti->detachable = true;
   CHECK(r.timer->sampling().describe() == "first 1 calls of each signature, one more every 1 s");
   REQUIRE(r.timer->start(""));
@@ -358,7 +396,7 @@ TEST_CASE("first-calls timing: every refresh, each signature wants one more call
 TEST_CASE("signature wants: first sight, repeats, credits, refresh, and the counts of signatures short") {
   using Want = SignatureWants::Want;
   SignatureWants w(2);
-  CHECK(w.wants(7) == Want::First);
+  CHECK(w.wants(7) == Want::New);
   CHECK(w.seen() == 1);
   CHECK(w.short_of() == 1);
   CHECK(w.short_repeating() == 0);
@@ -371,7 +409,7 @@ TEST_CASE("signature wants: first sight, repeats, credits, refresh, and the coun
   CHECK(w.wants(7) == Want::No);
   CHECK(w.short_of() == 0);
   CHECK(w.short_repeating() == 0);
-  CHECK(w.wants(9) == Want::First);
+  CHECK(w.wants(9) == Want::New);
   CHECK_FALSE(w.credit(9));  // counted, but a signature seen once is no progress
   CHECK(w.short_of() == 1);
   CHECK_FALSE(w.credit(11));  // never seen: nothing to credit
@@ -380,8 +418,30 @@ TEST_CASE("signature wants: first sight, repeats, credits, refresh, and the coun
   CHECK(w.short_repeating() == 1);
   CHECK(w.credit(7));
   CHECK(w.short_repeating() == 0);
-  CHECK(w.wants((1u << 24) - 2) == Want::First);  // the largest ids have a place too
-  CHECK(w.wants(1u << 24) == Want::No);           // past the id range: never wanted
+  CHECK(w.wants((1u << 24) - 2) == Want::New);  // the largest ids have a place too
+  CHECK(w.wants(1u << 24) == Want::No);         // past the id range: never wanted
+}
+
+TEST_CASE("signature wants: a signature seen again within the repeat gap does not repeat; past it, it does") {
+  using Want = SignatureWants::Want;
+  SignatureWants within(2, 10000);
+  CHECK(within.wants(7) == Want::New);
+  CHECK(within.wants(7) == Want::New);  // again at once: one step's burst, not known to repeat
+  CHECK_FALSE(within.credit(7));        // counted, but no progress
+  CHECK(within.repeating() == 0);
+  CHECK(within.short_repeating() == 0);
+  CHECK(within.short_of() == 1);
+  CHECK(within.credit(7) == false);
+  CHECK(within.wants(7) == Want::No);  // had its two
+  CHECK(within.short_of() == 0);
+
+  SignatureWants past(2, 20);
+  CHECK(past.wants(7) == Want::New);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(past.wants(7) == Want::Again);
+  CHECK(past.repeating() == 1);
+  CHECK(past.short_repeating() == 1);
+  CHECK(past.credit(7));
 }
 
 TEST_CASE("signature wants: threads calling and crediting at once keep the counts whole") {

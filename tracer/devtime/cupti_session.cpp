@@ -32,11 +32,12 @@ Sampling Sampling::windows(uint32_t on_ms, uint32_t period_ms) {
   return s;
 }
 
-Sampling Sampling::first_calls(uint32_t calls, uint32_t refresh_ms) {
+Sampling Sampling::first_calls(uint32_t calls, uint32_t refresh_ms, uint32_t repeat_gap_ms) {
   Sampling s;
   s.mode = Mode::FirstCalls;
   s.calls = calls;
   s.refresh_ms = refresh_ms;
+  s.repeat_gap_ms = repeat_gap_ms;
   return s;
 }
 
@@ -68,7 +69,8 @@ CuptiSession::CuptiSession(std::unique_ptr<CuptiApi> api, CollectorOptions optio
       timeline_(options.timeline),
       warn_(std::move(warn)),
       sampling_(sampling) {
-  if (sampling_.mode == Sampling::Mode::FirstCalls) wants_ = std::make_unique<SignatureWants>(sampling_.calls);
+  if (sampling_.mode == Sampling::Mode::FirstCalls)
+    wants_ = std::make_unique<SignatureWants>(sampling_.calls, sampling_.repeat_gap_ms);
 }
 
 bool CuptiSession::start(const std::string& conflict) {
@@ -83,7 +85,7 @@ bool CuptiSession::start(const std::string& conflict) {
     std::string err = api_->enable(&collector_);
     if (err.empty()) {
       started_ = true;
-      started_at_ = last_progress_at_ = last_wanted_at_ = std::chrono::steady_clock::now();
+      started_at_ = last_progress_at_ = last_wanted_at_ = last_first_sight_open_ = std::chrono::steady_clock::now();
       next_refresh_ = started_at_ + std::chrono::milliseconds(sampling_.refresh_ms);
       windows_.store(1);
       active_.store(true);
@@ -102,7 +104,7 @@ bool CuptiSession::op_start(uint32_t sig) {
   bool wanted = false;
   if (wants_ && sig != kNoSignature) {
     const SignatureWants::Want w = wants_->wants(sig);
-    if (w != SignatureWants::Want::No && (epoch_.load() & 1) == 0) open_for_call(w == SignatureWants::Want::First);
+    if (w != SignatureWants::Want::No && (epoch_.load() & 1) == 0) open_for_call(w == SignatureWants::Want::Again);
     wanted = w != SignatureWants::Want::No;
   }
   const uint64_t external = make_external_id(sig, serial_.fetch_add(1, std::memory_order_relaxed) + 1);
@@ -155,19 +157,21 @@ bool CuptiSession::within_budget(std::chrono::steady_clock::time_point now) cons
   return static_cast<double>(control_ns_.load()) <= 0.02 * static_cast<double>(since) + 50e6;
 }
 
-// A signature seen for the first time may never come again (a step-dependent scalar makes a new one
-// every step): its call opens a window at most once per kFirstSightGap, and asks the sampler for
-// none (it would open after the call). One seen before that wants more opens it, or has the sampler
-// open it for its next call.
-void CuptiSession::open_for_call(bool first_sight) {
+// A signature not known to repeat may never come again (a step-dependent scalar makes a new one
+// every step): its call opens a window at most once per first_sight_gap_ms (the first window counts),
+// and asks the sampler for none (it would open after the call). A repeating one that wants more
+// opens it, or has the sampler open it for its next call.
+void CuptiSession::open_for_call(bool repeats) {
   std::unique_lock<std::mutex> lock(control_, std::try_to_lock);
   const auto now = std::chrono::steady_clock::now();
-  if (lock.owns_lock() && first_sight && now - last_first_sight_open_ < kFirstSightGap) return;
+  if (lock.owns_lock() && !repeats &&
+      now - last_first_sight_open_ < std::chrono::milliseconds(sampling_.first_sight_gap_ms))
+    return;
   if (lock.owns_lock() && !closing_ && active_.load() && !finished_ && within_budget(now)) {
-    if ((epoch_.load() & 1) == 0 && open_locked() && first_sight) last_first_sight_open_ = now;
+    if ((epoch_.load() & 1) == 0 && open_locked() && !repeats) last_first_sight_open_ = now;
     return;
   }
-  if (!first_sight) open_wanted_.store(true);
+  if (repeats) open_wanted_.store(true);
 }
 
 void CuptiSession::taken_over(const std::string& what) {
@@ -296,12 +300,11 @@ bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
       last_began_ = b;
       last_wanted_at_ = now;
     }
-    // Open: while repeating signatures want more and get it and wanted calls keep coming (or the first
-    // window is young), or a wanted call is running; closed after kPatience without progress whatever
-    // runs.
+    // Open: while wanted calls keep coming (or the first window is young), or a wanted call is running;
+    // closed after kPatience without a repeating signature's timed call whatever runs.
     const bool quiet = now - last_progress_at_ >= kPatience;
     const bool may_close = wanted_in_flight_.load() <= 0 && (windows_.load() > 1 || now - started_at_ >= kPatience);
-    const bool settled = may_close && (wants_->short_repeating() == 0 || now - last_wanted_at_ >= kLinger);
+    const bool settled = may_close && (wants_->short_of() == 0 || now - last_wanted_at_ >= kLinger);
     if (!quiet && !settled) return true;
   }
   return window(false, now + kDrain);

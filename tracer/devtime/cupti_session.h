@@ -51,8 +51,10 @@ class CuptiApi {
 // Which calls are timed (docs/device-time.md).
 //   All         every call (the default; a timeline needs it).
 //   FirstCalls  BB_DEVICE_TIME=first: each signature's first `calls` calls, and one more of each every
-//               refresh_ms; CUPTI is detached while no repeating signature wants more, and attached
-//               again when a call that wants timing starts (a new signature's, say).
+//               refresh_ms; CUPTI is detached while no wanted call comes, and attached again when a
+//               call of a repeating signature that wants timing starts (a first sight opens a window
+//               at most once a second). A signature repeats once seen again repeat_gap_ms or more after
+//               its first sight (signatures a single step makes and uses never do).
 //   Windows     the calls inside a window of on_ms at the start of every period_ms
 //               (BB_DEVICE_TIME_SAMPLE).
 // Calls cut by a window's edge are left out (and counted), never timed short; calls outside windows
@@ -60,12 +62,14 @@ class CuptiApi {
 struct Sampling {
   enum class Mode { All, FirstCalls, Windows };
   Mode mode = Mode::All;
-  uint32_t on_ms = 0, period_ms = 0;  // Windows
-  uint32_t calls = 5;                 // FirstCalls: timed calls wanted per signature
-  uint32_t refresh_ms = 10000;        // FirstCalls: each signature wants one more this often (0: never)
+  uint32_t on_ms = 0, period_ms = 0;   // Windows
+  uint32_t calls = 5;                  // FirstCalls: timed calls wanted per signature
+  uint32_t refresh_ms = 10000;         // FirstCalls: each signature wants one more this often (0: never)
+  uint32_t repeat_gap_ms = 0;          // FirstCalls: seen again this long after its first sight: repeats
+  uint32_t first_sight_gap_ms = 1000;  // FirstCalls: a call not known to repeat opens a window at most this often
 
   static Sampling windows(uint32_t on_ms, uint32_t period_ms);
-  static Sampling first_calls(uint32_t calls, uint32_t refresh_ms);
+  static Sampling first_calls(uint32_t calls, uint32_t refresh_ms, uint32_t repeat_gap_ms);
   bool enabled() const { return mode != Mode::All; }  // windows open and close
   const char* mode_name() const;                      // all | first-calls | windows
   std::string describe() const;  // "10 ms of every 100 ms", "first 5 calls of each signature, ...", or ""
@@ -98,8 +102,10 @@ class CuptiSession {
   bool window(bool open, std::chrono::steady_clock::time_point drain_until = {});
   // FirstCalls, from the sampler thread every few milliseconds: refreshes what signatures want when
   // due, opens a window a call asked for, and closes the open one (the first window stays kPatience at
-  // least) when no wanted call runs and either no repeating signature wants more or no wanted call
-  // began for kLinger; or when no repeating signature that wants more was timed for kPatience.
+  // least) when no wanted call runs and either no signature wants more or no wanted call began for
+  // kLinger; or when no repeating signature was timed for kPatience (a stream of signatures that
+  // never repeat does not hold a window). So the first window stays open across the first steps
+  // while their calls come, new or repeating, and closes once they have their calls: one detach.
   // Returns false once timing has stopped.
   bool tick(std::chrono::steady_clock::time_point now);
   const Sampling& sampling() const { return sampling_; }
@@ -109,13 +115,12 @@ class CuptiSession {
   // FirstCalls: signatures seen, and how many of them want more timed calls now.
   uint64_t signatures_seen() const { return wants_ ? wants_->seen() : 0; }
   uint64_t signatures_short() const { return wants_ ? wants_->short_of() : 0; }
-  static constexpr std::chrono::milliseconds kPatience{100};
-  // An open window with no wanted call beginning this long closes, even while signatures that repeated
-  // want more: one seen twice within a step and never again (a step-dependent scalar's) never comes
-  // back, and those made anew every step would otherwise keep the window open for good.
+  static constexpr std::chrono::milliseconds kPatience{300};
+  // An open window with no wanted call beginning this long closes, even while signatures want more
+  // (those seen in one step only never come back).
   static constexpr std::chrono::milliseconds kLinger{20};
-  static constexpr std::chrono::milliseconds kFirstSightGap{1000};  // between windows first sights open
-  static constexpr std::chrono::milliseconds kDrain{100};           // FirstCalls: how long closing waits for records
+  static constexpr uint32_t kRepeatGapMs = 100;            // the preload's Sampling::repeat_gap_ms
+  static constexpr std::chrono::milliseconds kDrain{100};  // FirstCalls: how long closing waits for records
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
   void forget();  // in a forked child: never call CUPTI again
 
@@ -128,7 +133,7 @@ class CuptiSession {
  private:
   void stop_locked(const std::string& why);  // control_ held: collect what is ours, stop for good, say so
   bool open_locked();                        // control_ held: a window opens (attaching CUPTI if detached)
-  void open_for_call(bool first_sight);      // FirstCalls: a call that wants timing starts between windows
+  void open_for_call(bool repeats);          // FirstCalls: a call that wants timing starts between windows
   bool within_budget(std::chrono::steady_clock::time_point now) const;
   void add_control_time(std::chrono::steady_clock::time_point since);  // attaching or detaching took since-now
   std::unique_ptr<CuptiApi> api_;

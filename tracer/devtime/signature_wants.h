@@ -1,14 +1,17 @@
 // First-calls device timing: how many more timed calls each signature wants, and whether it repeats.
-// Lock-free on the op path (two atomic loads per call); signatures are the tracer's dense ids, in
-// chunks allocated as they first appear.
+// Lock-free on the op path (two atomic loads per call once a signature is known to repeat); signatures
+// are the tracer's dense ids, in chunks allocated as they first appear.
 //
-// A signature seen once so far may never come again — a step-dependent scalar (AdamW's step size)
-// makes a new signature every step — so it does not keep a window open: only signatures seen at least
-// twice (repeating) count in short_repeating() and as progress.
+// A signature may never come again after its first calls — a step-dependent scalar (AdamW's step
+// size) makes a new signature every step, used once or a few times within that step — so it must not
+// keep a window open or open one for itself. A signature counts as repeating only once it is seen
+// again at least `repeat_gap_ms` after its first sight (later than one step's burst); only repeating
+// signatures count in short_repeating() and as progress.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 
@@ -16,12 +19,16 @@ namespace bb::devtime {
 
 class SignatureWants {
  public:
-  explicit SignatureWants(uint32_t calls) : calls_(calls) {}
+  // repeat_gap_ms 0: seen a second time at all is repeating.
+  explicit SignatureWants(uint32_t calls, uint32_t repeat_gap_ms = 0)
+      : calls_(calls), repeat_gap_ms_(repeat_gap_ms), base_(std::chrono::steady_clock::now()) {}
   ~SignatureWants();
   SignatureWants(const SignatureWants&) = delete;
   SignatureWants& operator=(const SignatureWants&) = delete;
 
-  enum class Want { No, First, Again };  // no more wanted; wanted, first sight; wanted, seen before
+  // No: no more wanted. New: wanted, not known to repeat (first sight, or seen again within the
+  // repeat gap). Again: wanted, repeats.
+  enum class Want { No, New, Again };
   // A call of `sig` starts: what it wants. A signature seen for the first time wants `calls`.
   Want wants(uint32_t sig);
   // A call of `sig` was timed whole: true if it was wanted and `sig` repeats (progress that keeps a
@@ -33,21 +40,29 @@ class SignatureWants {
   uint64_t short_of() const { return short_.load(std::memory_order_relaxed); }  // signatures wanting more
   uint64_t short_repeating() const { return short_repeating_.load(std::memory_order_relaxed); }
   uint64_t seen() const { return seen_.load(std::memory_order_relaxed); }
+  uint64_t repeating() const { return repeating_.load(std::memory_order_relaxed); }
   uint32_t calls() const { return calls_; }
 
  private:
   static constexpr uint32_t kChunkBits = 12;
   static constexpr uint32_t kChunk = 1u << kChunkBits;
   static constexpr uint32_t kChunks = (1u << 24) >> kChunkBits;  // signature ids are 24 bits
-  // Per signature: 0 unseen; else kSeen, kRepeats once seen again, and in the low bits the timed
-  // calls it still wants.
+  // Per signature: 0 unseen; else kSeen, kRepeats once seen again past the gap, and in the low bits
+  // the timed calls it still wants; and when it was first seen (ms since base_).
   static constexpr uint32_t kSeen = 1u << 31, kRepeats = 1u << 30, kOwed = kRepeats - 1;
-  std::atomic<uint32_t>* slot(uint32_t sig, bool create);
+  struct Slot {
+    std::atomic<uint32_t> state{0};
+    std::atomic<uint32_t> first_ms{0};
+  };
+  Slot* slot(uint32_t sig, bool create);
+  uint32_t now_ms() const;
 
   const uint32_t calls_;
-  std::array<std::atomic<std::atomic<uint32_t>*>, kChunks> chunks_{};
+  const uint32_t repeat_gap_ms_;
+  const std::chrono::steady_clock::time_point base_;
+  std::array<std::atomic<Slot*>, kChunks> chunks_{};
   std::mutex grow_;
-  std::atomic<uint64_t> short_{0}, short_repeating_{0}, seen_{0};
+  std::atomic<uint64_t> short_{0}, short_repeating_{0}, seen_{0}, repeating_{0};
 };
 
 }  // namespace bb::devtime
