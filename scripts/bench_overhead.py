@@ -22,7 +22,10 @@ over rounds (noise only ever adds time to a tight loop); step time is the median
 With both traced and traced-first on CUDA, each round also compares their traces: the share of the
 signatures that launched device work (in traced's trace) with at least 3 timed calls in traced-first's
 (of all of them, and of those called at least 3 times), and each op's device time extrapolated from
-traced-first's timed calls against traced's total.
+traced-first's timed calls against traced's total. For the sampled configurations it prints, per
+round on stderr, what CUPTI was doing during each step (from the trace's timing events: window open,
+attached with records off, detached) and why each window closed, so that a slow step can be told
+apart from a slow mechanism.
 
     python3 scripts/bench_overhead.py                      # CPU, example model
     python3 scripts/bench_overhead.py --device cuda --model gpt2 --json out.json
@@ -110,19 +113,20 @@ def make_step(model, device, batch, seq):
 
 
 def step_ms(step, device, steps, warmup):
-    """The median of `steps` steps after `warmup` more, the mean of all warmup + steps, and every step's
-    time (ms)."""
+    """The median of `steps` steps after `warmup` more, the mean of all warmup + steps, every step's
+    time (ms), and when each began and ended (time.monotonic(): the clock of the trace's timing events)."""
     import torch
-    times = []
+    times, spans = [], []
     for i in range(warmup + steps):
         if device == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        m0, t0 = time.monotonic(), time.perf_counter()
         step()
         if device == "cuda":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times[warmup:]), statistics.fmean(times), times
+        spans.append((m0, time.monotonic()))
+    return statistics.median(times[warmup:]), statistics.fmean(times), times, spans
 
 
 def worker(args):
@@ -139,11 +143,41 @@ def worker(args):
         from torch.profiler import ProfilerActivity, profile
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
         with profile(activities=acts, record_shapes=True):
-            op_us, (ms, mean, times) = measure()
+            op_us, (ms, mean, times, spans) = measure()
     else:
-        op_us, (ms, mean, times) = measure()
+        op_us, (ms, mean, times, spans) = measure()
     print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean,
-                      "steps_ms": times, "torch": torch.__version__}))
+                      "steps_ms": times, "steps_at": spans, "torch": torch.__version__}))
+
+
+def cupti_per_step(events, spans):
+    """From the trace's sampled-timing events (meta.device_timing.events): CUPTI's state during each
+    step, the one it was in most of the step — R window open (recording), A attached with its records
+    off, D detached, - not started — in lower case when it changed during the step."""
+    changes = []
+    for e in events or []:
+        w = e.get("what", "")
+        state = ("R" if w.startswith("open") else "A" if w.startswith("close") or w.startswith("not detached")
+                 else "D" if w == "detached" else "-" if w.startswith("stopped") else None)
+        if state:
+            changes.append((e["t"], state))
+    out = []
+    for a, b in spans:
+        state = "-"
+        for t, s in changes:
+            if t > a:
+                break
+            state = s
+        held = {"R": 0.0, "A": 0.0, "D": 0.0, "-": 0.0}
+        cur, changed = a, False
+        for t, s in changes:
+            if a < t < b:
+                held[state] += t - cur
+                cur, state, changed = t, s, True
+        held[state] += b - cur
+        most = max(held, key=held.get)
+        out.append(most.lower() if changed else most)
+    return " ".join(out)
 
 
 def run_config(args, config):
@@ -310,6 +344,12 @@ def main():
                     print(f"  {d.get('windows')} windows, {d.get('detaches')} detaches, {d.get('calls_timed')} calls "
                           f"timed, {(d.get('control_ns') or 0) / 1e6:.1f} ms attaching/detaching, "
                           f"{d.get('signatures_short')} signatures short", file=sys.stderr)
+                    if d.get("events") and x.get("steps_at"):
+                        print("  CUPTI in each step (R window open, A attached with records off, D detached; "
+                              "lower case: changed within the step): " + cupti_per_step(d["events"], x["steps_at"]),
+                              file=sys.stderr)
+                        closes = [e["what"] for e in d["events"] if not e["what"].startswith("open")]
+                        print("  closes and detaches: " + "; ".join(closes), file=sys.stderr)
                 if c != "none" and x.get("steps_ms") and rounds["none"]:  # which steps paid: all, or a few?
                     ref = rounds["none"][-1]["step_ms"]
                     print(f"  steps / this round's none median: "

@@ -191,6 +191,7 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
     d.cut_calls = times->health.calls_cut;
     d.control_ns = times->control_ns;
     d.signatures_short = times->signatures_short;
+    for (const auto& e : times->events) d.events.push_back({e.t, e.what});
     d.cupti_overhead_ns = times->health.overhead_ns;
     d.cupti_overhead_records = times->health.overhead_records;
     d.unattributed = times->health.unattributed;

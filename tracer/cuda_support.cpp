@@ -377,7 +377,8 @@ DeviceTimeSnapshot device_time_snapshot() {
             0,
             0,
             0,
-            0};
+            0,
+            {}};
   if (::getpid() == g_owner_pid) t->round();
   return {t->status(),
           t->collector().by_signature(),
@@ -387,7 +388,8 @@ DeviceTimeSnapshot device_time_snapshot() {
           t->windows(),
           t->detaches(),
           t->control_ns(),
-          t->signatures_short()};
+          t->signatures_short(),
+          t->events()};
 }
 
 devtime::Collector::Timeline device_timeline() {

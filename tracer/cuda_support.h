@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tracer/devtime/collector.h"
+#include "tracer/devtime/cupti_session.h"
 
 namespace bb::tracer {
 
@@ -48,6 +49,7 @@ struct DeviceTimeSnapshot {
   uint64_t detaches = 0;          // sampled: gaps between windows with CUPTI detached
   uint64_t control_ns = 0;        // sampled: spent attaching and detaching CUPTI
   uint64_t signatures_short = 0;  // first-calls: signatures that want more timed calls now
+  std::vector<devtime::WindowEvent> events;  // sampled: windows opened and closed, detaches
 };
 // Collects finished records first (not after the final collection at exit).
 DeviceTimeSnapshot device_time_snapshot();

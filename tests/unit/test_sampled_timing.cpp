@@ -165,6 +165,12 @@ TEST_CASE("sampled timing: with no launch to detach at, CUPTI stays attached wit
   REQUIRE(r.timer->window(true));
   CHECK(r.log->records_on == 1);  // opened by turning records on; nothing to attach
   CHECK(r.log->attaches == 0);
+  const auto ev = r.timer->events();  // and the trace says so
+  REQUIRE(ev.size() == 4);
+  CHECK(ev[0].what == "open: start");
+  CHECK(ev[1].what == "close: period");
+  CHECK(ev[2].what == "not detached: no launch within 20 ms (attached, records off, until the next window)");
+  CHECK(ev[3].what == "open: period");
 }
 
 TEST_CASE("sampled timing: a takeover while CUPTI is detached stops timing and keeps what was timed") {
@@ -235,6 +241,20 @@ TEST_CASE("first-calls timing: each signature's first calls, CUPTI detached once
   REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));  // 3 has its calls: closed at once
   CHECK(r.timer->detaches() == 2);
   r.timer->finish();
+  std::vector<std::string> what;  // what the windows did, in order, as the trace will say
+  double last = 0;
+  for (const auto& e : r.timer->events()) {
+    what.push_back(e.what);
+    CHECK(e.t >= last);
+    last = e.t;
+  }
+  const std::vector<std::string> expected{"open: start",
+                                          "close: no signature wants more",
+                                          "detached",
+                                          "open: first sight (attached)",
+                                          "close: no signature wants more",
+                                          "detached"};
+  CHECK(what == expected);
   auto sigs = r.timer->collector().by_signature();
   CHECK(sigs[1].per_call.count() == 3);
   CHECK(sigs[2].per_call.count() == 2);

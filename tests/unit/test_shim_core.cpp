@@ -332,7 +332,11 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
   times.windows = 12;
   times.detaches = 11;
   times.health.calls_cut = 4;
+  times.events = {{100.25, "open: start"}, {100.5, "close: period"}, {100.52, "detached"}};
   auto s = make_trace(snap, run, "exited", &times);
+  REQUIRE(s.meta.device_timing->events.size() == 3);
+  CHECK(s.meta.device_timing->events[1].t == 100.5);
+  CHECK(s.meta.device_timing->events[2].what == "detached");
   CHECK(s.meta.device_timing->sampled == "10 ms of every 100 ms");
   CHECK(s.meta.device_timing->windows == 12);
   CHECK(s.meta.device_timing->cut_calls == 4);

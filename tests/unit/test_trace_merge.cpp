@@ -57,6 +57,15 @@ TEST_CASE("merged ranks: one signature per call, counts summed, device time comb
   CHECK(m.meta.devices.size() == 1);
   CHECK(m.meta.device_timing->calls_timed == 2 * r0.meta.device_timing->calls_timed);
   CHECK(m.meta.created == "2026-11-30T01:00:00Z");
+  // Sampled timing's events: every process's, in time order, each with its pid.
+  Trace e0 = r0, e1 = r1;
+  e0.meta.device_timing->events = {{10.0, "open: start"}, {10.3, "close: period"}};
+  e1.meta.device_timing->events = {{10.1, "open: start"}};
+  const Trace me = merge_traces({e0, e1}, {"a.yaml", "b.yaml"});
+  REQUIRE(me.meta.device_timing->events.size() == 3);
+  CHECK(me.meta.device_timing->events[1].t == 10.1);
+  CHECK(me.meta.device_timing->events[1].what == "pid " + std::to_string(e1.meta.pid) + ": open: start");
+  CHECK(me.meta.device_timing->events[2].what == "pid " + std::to_string(e0.meta.pid) + ": close: period");
   CHECK(!m.meta.rank);
   CHECK(m.meta.world_size == 2);
 }

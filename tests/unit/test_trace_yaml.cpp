@@ -236,10 +236,16 @@ TEST_CASE("extrapolated totals and the timing mode read back as written") {
   d.signatures_short = 4;
   d.cupti_overhead_ns = 777;
   d.cupti_overhead_records = 2;
+  d.events = {{812345.000001, "open: start"}, {812345.5, "close: no wanted call for 20 ms"}, {812345.52, "detached"}};
   const std::string text = bb::trace::to_yaml(t);
   CHECK(text.find("estimated_total_ns: 20800") != std::string::npos);
   CHECK(text.find("mode: first-calls") != std::string::npos);
+  CHECK(text.find("- {t: 812345.000001, what: \"open: start\"}") != std::string::npos);
   REQUIRE(parse_trace(text, "memory") == t);
+  CHECK(error_of("version: 1\nmeta:\n  device_timing:\n    events: [{what: x}]\n") ==
+        "4:14: an event needs t (CLOCK_MONOTONIC seconds)");
+  CHECK(error_of("version: 1\nmeta:\n  device_timing:\n    events: {t: 1}\n") ==
+        "4:13: expected events to be a list of {t: seconds, what: text}");
   const std::string low = std::string(kHeader) +
                           "  - op: aten::relu\n    count: 9\n    args: []\n"
                           "    device_time: {calls: 2, total_ns: 100, min_ns: 50, median_ns: 50, max_ns: 50, "

@@ -89,6 +89,7 @@ bool CuptiSession::start(const std::string& conflict) {
       next_refresh_ = started_at_ + std::chrono::milliseconds(sampling_.refresh_ms);
       windows_.store(1);
       active_.store(true);
+      note_locked("open: start");
       return true;
     }
     api_->disable();
@@ -168,7 +169,8 @@ void CuptiSession::open_for_call(bool repeats) {
       now - last_first_sight_open_ < std::chrono::milliseconds(sampling_.first_sight_gap_ms))
     return;
   if (lock.owns_lock() && !closing_ && active_.load() && !finished_ && within_budget(now)) {
-    if ((epoch_.load() & 1) == 0 && open_locked() && !repeats) last_first_sight_open_ = now;
+    if ((epoch_.load() & 1) == 0 && open_locked(repeats ? "repeating call" : "first sight") && !repeats)
+      last_first_sight_open_ = now;
     return;
   }
   if (repeats) open_wanted_.store(true);
@@ -182,6 +184,7 @@ void CuptiSession::taken_over(const std::string& what) {
 
 void CuptiSession::stop_locked(const std::string& why) {
   active_.store(false);
+  note_locked("stopped: " + why);
   // Ours, in our clock, before the other client changes anything. The forced flush returns work
   // still running with no end time: those calls are left out, not timed short.
   api_->flush(false);
@@ -205,7 +208,20 @@ void CuptiSession::add_control_time(std::chrono::steady_clock::time_point since)
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
 }
 
-bool CuptiSession::open_locked() {
+void CuptiSession::note_locked(std::string what) {
+  if (!sampling_.enabled() || events_.size() >= kMaxEvents) return;
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  events_.push_back({static_cast<double>(us) / 1e6, std::move(what)});
+}
+
+std::vector<WindowEvent> CuptiSession::events() const {
+  std::lock_guard<std::mutex> lock(control_);
+  return events_;
+}
+
+bool CuptiSession::open_locked(const char* why) {
   // Recording on before calls can see the window.
   const auto t0 = std::chrono::steady_clock::now();
   const bool attach = api_->detached();
@@ -221,20 +237,22 @@ bool CuptiSession::open_locked() {
   last_began_ = wanted_began_.load();
   epoch_.fetch_add(1);
   windows_.fetch_add(1);
+  note_locked(std::string("open: ") + why + (attach ? " (attached)" : ""));
   return true;
 }
 
-bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain_until) {
+bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain_until, const char* why) {
   uint32_t close_mark = 0;
   {
     std::lock_guard<std::mutex> lock(control_);
     if (!active_.load() || forgotten_.load() || finished_) return false;
     if (((epoch_.load() & 1) != 0) == open) return true;  // already so
-    if (open) return open_locked();
+    if (open) return open_locked(why);
     // Closing: the window ends for the calls first; whatever they launch from then on is theirs to
     // lose (they are cut), not a short time. Calls that begin while the records are going off are
     // cut as well (the second step).
     epoch_.fetch_add(1);
+    note_locked(std::string("close: ") + why);
     close_mark = api_->last_linked();
     if (std::string err = api_->record(false); !err.empty()) {
       stop_locked("sampled timing could not close a window: " + err);
@@ -271,12 +289,17 @@ bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain
   if (api_->detach(kDetachWaitMs)) {
     detaches_.fetch_add(1);
     add_control_time(t0);
+    note_locked("detached");
+  } else {
+    note_locked("not detached: no launch within " + std::to_string(kDetachWaitMs) +
+                " ms (attached, records off, until the next window)");
   }
   return true;
 }
 
 bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
   if (!wants_) return active_.load();
+  std::string why;
   {
     std::lock_guard<std::mutex> lock(control_);
     if (!active_.load() || forgotten_.load() || finished_) return false;
@@ -288,7 +311,7 @@ bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
       // Closed: open if a call asked for it (and the budget allows), else wait for one.
       if (!open_wanted_.load() || !within_budget(now)) return true;
       open_wanted_.store(false);
-      return open_locked();
+      return open_locked("asked by a call");
     }
     open_wanted_.store(false);
     const uint64_t p = progress_.load();
@@ -304,10 +327,14 @@ bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
     // closed after kPatience without a repeating signature's timed call whatever runs.
     const bool quiet = now - last_progress_at_ >= kPatience;
     const bool may_close = wanted_in_flight_.load() <= 0 && (windows_.load() > 1 || now - started_at_ >= kPatience);
-    const bool settled = may_close && (wants_->short_of() == 0 || now - last_wanted_at_ >= kLinger);
+    const bool none_wanted = wants_->short_of() == 0;
+    const bool settled = may_close && (none_wanted || now - last_wanted_at_ >= kLinger);
     if (!quiet && !settled) return true;
+    why = settled ? (none_wanted ? "no signature wants more"
+                                 : "no wanted call for " + std::to_string(kLinger.count()) + " ms")
+                  : "no repeating signature timed for " + std::to_string(kPatience.count()) + " ms";
   }
-  return window(false, now + kDrain);
+  return window(false, now + kDrain, why.c_str());
 }
 
 void CuptiSession::finish() {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tracer/devtime/collector.h"
 #include "tracer/devtime/signature_wants.h"
@@ -75,6 +76,13 @@ struct Sampling {
   std::string describe() const;  // "10 ms of every 100 ms", "first 5 calls of each signature, ...", or ""
 };
 
+// Sampled timing: what the windows did, for whoever asks why a run cost what it cost.
+struct WindowEvent {
+  double t = 0;      // CLOCK_MONOTONIC (steady_clock), seconds, to the microsecond
+  std::string what;  // "open: start|first sight|repeating call|asked by a call|period",
+                     // "close: <why>", "detached", "not detached: ..."
+};
+
 class CuptiSession {
  public:
   using Warn = std::function<void(const std::string&)>;
@@ -97,9 +105,9 @@ class CuptiSession {
   // Sampled timing, from the sampler thread: opens (records again) or closes the window. The first
   // window opens with start(). Where CUPTI can be detached, closing then waits until drain_until
   // at most for the records of the window's launches (the device may run behind the host), collects
-  // them and detaches CUPTI; opening attaches it again. Returns false once timing has stopped: the
-  // thread may end.
-  bool window(bool open, std::chrono::steady_clock::time_point drain_until = {});
+  // them and detaches CUPTI; opening attaches it again. `why` goes into events(). Returns false once
+  // timing has stopped: the thread may end.
+  bool window(bool open, std::chrono::steady_clock::time_point drain_until = {}, const char* why = "period");
   // FirstCalls, from the sampler thread every few milliseconds: refreshes what signatures want when
   // due, opens a window a call asked for, and closes the open one (the first window stays kPatience at
   // least) when no wanted call runs and either no signature wants more or no wanted call began for
@@ -112,6 +120,9 @@ class CuptiSession {
   uint64_t windows() const { return windows_.load(); }        // opened so far (the first included)
   uint64_t detaches() const { return detaches_.load(); }      // gaps between windows with CUPTI detached
   uint64_t control_ns() const { return control_ns_.load(); }  // spent attaching and detaching CUPTI
+  // Sampled: windows opened and closed and CUPTI detached, in order: the first kMaxEvents.
+  std::vector<WindowEvent> events() const;
+  static constexpr size_t kMaxEvents = 1000;
   // FirstCalls: signatures seen, and how many of them want more timed calls now.
   uint64_t signatures_seen() const { return wants_ ? wants_->seen() : 0; }
   uint64_t signatures_short() const { return wants_ ? wants_->short_of() : 0; }
@@ -132,7 +143,8 @@ class CuptiSession {
 
  private:
   void stop_locked(const std::string& why);  // control_ held: collect what is ours, stop for good, say so
-  bool open_locked();                        // control_ held: a window opens (attaching CUPTI if detached)
+  bool open_locked(const char* why);         // control_ held: a window opens (attaching CUPTI if detached)
+  void note_locked(std::string what);        // control_ held: an event, if sampling and room
   void open_for_call(bool repeats);          // FirstCalls: a call that wants timing starts between windows
   bool within_budget(std::chrono::steady_clock::time_point now) const;
   void add_control_time(std::chrono::steady_clock::time_point since);  // attaching or detaching took since-now
@@ -164,7 +176,8 @@ class CuptiSession {
   std::atomic<uint64_t> serial_{0};
   std::atomic<bool> finished_{false};
   bool started_ = false;
-  std::string off_;  // why timing never started
+  std::string off_;                  // why timing never started
+  std::vector<WindowEvent> events_;  // control_
 };
 
 }  // namespace bb::devtime

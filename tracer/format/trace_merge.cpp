@@ -171,8 +171,15 @@ std::optional<DeviceTiming> merge_timing(const std::vector<Trace>& traces) {
                            {&out->unattributed_ns, d.unattributed_ns}})
       *into += v;
     add_kernels(out->unattributed_kernels, d.unattributed_kernels);
+    for (TimingEvent e : d.events) {  // which process's: its pid in front
+      if (traces.size() > 1 && t.meta.pid) e.what = "pid " + std::to_string(t.meta.pid) + ": " + e.what;
+      out->events.push_back(std::move(e));
+    }
   }
   if (!out) return out;
+  // Each process's in time order (monotonic clocks of one host are comparable; of several, roughly).
+  std::stable_sort(out->events.begin(), out->events.end(),
+                   [](const TimingEvent& a, const TimingEvent& b) { return a.t < b.t; });
   auto joined = [](const std::set<std::string>& s) {
     std::string text;
     for (const auto& x : s) text += (text.empty() ? "" : "; ") + x;

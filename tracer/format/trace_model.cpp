@@ -86,7 +86,7 @@ bool DeviceTiming::operator==(const DeviceTiming& o) const {
          control_ns == o.control_ns && signatures_short == o.signatures_short &&
          cupti_overhead_ns == o.cupti_overhead_ns && cupti_overhead_records == o.cupti_overhead_records &&
          unattributed == o.unattributed && unattributed_ns == o.unattributed_ns &&
-         unattributed_kernels == o.unattributed_kernels;
+         unattributed_kernels == o.unattributed_kernels && events == o.events;
 }
 
 namespace {

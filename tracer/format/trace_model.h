@@ -115,6 +115,13 @@ struct DeviceInfo {
   bool operator==(const DeviceInfo& o) const { return device == o.device && name == o.name; }
 };
 
+// Sampled timing: a window opened or closed, CUPTI detached or not (tracer/devtime/cupti_session.h).
+struct TimingEvent {
+  double t = 0;      // CLOCK_MONOTONIC, seconds (Python's time.monotonic() on the same host)
+  std::string what;  // "open: repeating call", "close: no wanted call for 20 ms", "detached", ...
+  bool operator==(const TimingEvent& o) const { return t == o.t && what == o.what; }
+};
+
 // How device timing went in the traced process.
 struct DeviceTiming {
   std::string status;  // on | off: why | stopped: why
@@ -129,6 +136,7 @@ struct DeviceTiming {
   uint64_t cut_calls = 0;           // sampled: calls a window's edge fell in: not timed
   uint64_t control_ns = 0;          // sampled: spent attaching and detaching CUPTI
   uint64_t signatures_short = 0;    // first-calls: signatures that had fewer timed calls than wanted
+  std::vector<TimingEvent> events;  // sampled: windows opened and closed, detaches, in order (the first 1000)
   uint64_t cupti_overhead_ns = 0;   // what CUPTI's own overhead records say it spent
   uint64_t cupti_overhead_records = 0;
   uint64_t unattributed = 0;  // device activity launched outside any op call

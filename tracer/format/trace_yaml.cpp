@@ -189,6 +189,13 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
       out << YAML::Key << "control_ns" << YAML::Value << d->control_ns;
       if (d->mode == "first-calls") out << YAML::Key << "signatures_short" << YAML::Value << d->signatures_short;
     }
+    if (!d->events.empty()) {
+      out << YAML::Key << "events" << YAML::Value << YAML::BeginSeq;
+      for (const auto& e : d->events)
+        out << YAML::Flow << YAML::BeginMap << YAML::Key << "t" << YAML::Value << YAML::Precision(15) << e.t
+            << YAML::Key << "what" << YAML::Value << YAML::DoubleQuoted << e.what << YAML::EndMap;
+      out << YAML::EndSeq;
+    }
     if (d->cupti_overhead_records) {
       out << YAML::Key << "cupti_overhead_ns" << YAML::Value << d->cupti_overhead_ns;
       out << YAML::Key << "cupti_overhead_records" << YAML::Value << d->cupti_overhead_records;
@@ -413,6 +420,17 @@ class Reader : public yaml::Reader {
     return p;
   }
 
+  std::vector<TimingEvent> events(const YAML::Node& n) const {
+    if (!n.IsSequence()) fail(n, "expected events to be a list of {t: seconds, what: text}");
+    std::vector<TimingEvent> out;
+    for (const auto& x : n) {
+      if (!x.IsMap()) fail(x, "expected an event (a map with t and what)");
+      if (!x["t"]) fail(x, "an event needs t (CLOCK_MONOTONIC seconds)");
+      out.push_back({scalar<double>(x["t"], "a number of seconds"), optional<std::string>(x, "what", "", "a string")});
+    }
+    return out;
+  }
+
   TraceMeta meta(const YAML::Node& n) const {
     TraceMeta m;
     if (!n) return m;
@@ -450,6 +468,7 @@ class Reader : public yaml::Reader {
       t.unattributed = optional<uint64_t>(d, "unattributed", 0, "a non-negative integer");
       t.unattributed_ns = optional<uint64_t>(d, "unattributed_ns", 0, "a non-negative integer");
       if (YAML::Node k = d["unattributed_kernels"]) t.unattributed_kernels = kernels(k);
+      if (YAML::Node e = d["events"]) t.events = events(e);
       m.device_timing = t;
     }
     if (YAML::Node p = n["merged_from"]) {
