@@ -171,7 +171,7 @@ const std::vector<Setting>& settings() {
       {"BB_DEVICE_TIME", "device_time", "0\\|1\\|first",
        "CUPTI device timing on CUDA: `1` (default, also `all`) times every call; `first` times each "
        "signature's first calls (`BB_DEVICE_TIME_CALLS`) and detaches CUPTI while no signature wants more "
-       "(for launch-bound programs; not yet cheap there: 1.14-1.38x the small Llama's step on the H200, "
+       "(for launch-bound programs; not yet cheap there: 1.03-1.43x the small Llama's step on the H200, "
        "docs/performance.md); `0` none "
        "([docs/device-time.md](docs/device-time.md))",
        read_device_time, device_time_text},
