@@ -349,7 +349,8 @@ def main():
                               "lower case: changed within the step): " + cupti_per_step(d["events"], x["steps_at"]),
                               file=sys.stderr)
                         closes = [e["what"] for e in d["events"] if not e["what"].startswith("open")]
-                        print("  closes and detaches: " + "; ".join(closes), file=sys.stderr)
+                        print("  closes and detaches: " + "; ".join(closes[:30])
+                              + (f"; ... ({len(closes)} in all)" if len(closes) > 30 else ""), file=sys.stderr)
                 if c != "none" and x.get("steps_ms") and rounds["none"]:  # which steps paid: all, or a few?
                     ref = rounds["none"][-1]["step_ms"]
                     print(f"  steps / this round's none median: "

@@ -79,8 +79,8 @@ struct Sampling {
 // Sampled timing: what the windows did, for whoever asks why a run cost what it cost.
 struct WindowEvent {
   double t = 0;      // CLOCK_MONOTONIC (steady_clock), seconds, to the microsecond
-  std::string what;  // "open: start|first sight|repeating call|asked by a call|period",
-                     // "close: <why>", "detached", "not detached: ..."
+  std::string what;  // "open: start|first sight|repeating call|asked by a call|period" (+ " (attached)"),
+                     // "close: <why>", "detached", "not detached: <why>", "stopped: <why>"
 };
 
 class CuptiSession {
