@@ -29,7 +29,7 @@ uint32_t SignatureWants::now_ms() const {
 SignatureWants::Want SignatureWants::wants(uint32_t sig) {
   Slot* s = slot(sig, true);
   if (!s) return Want::No;
-  uint32_t v = s->state.load(std::memory_order_relaxed);
+  uint32_t v = s->state.load(std::memory_order_acquire);  // first_ms is written before the state
   if (v == 0) {
     if (repeat_gap_ms_) s->first_ms.store(now_ms(), std::memory_order_relaxed);  // before it can be seen again
     if (s->state.compare_exchange_strong(v, kSeen | calls_)) {
