@@ -69,6 +69,22 @@ class Inert(TempDirTest):
         for lib in ("libtorch", "libc10", "libstdc++", "libyaml"):
             self.assertNotIn(lib, deps)
 
+    def test_every_cxx_library_shares_the_process_libstdcxx(self):
+        # A static copy of libstdc++ inside a library that trades strings and streams with libtorch breaks
+        # (its iostreams were never set up: a kernel's error message crashed the program on one host).
+        readelf = shutil.which("readelf")
+        if not readelf:
+            self.skipTest("no readelf here")
+        libs = [p for p in sorted((BUILD / "lib").glob("*.so")) if p != PRELOAD]
+        self.assertTrue(any(p.name == "libbbshim_runtime.so" for p in libs), libs)
+        for lib in libs:
+            dyn = run([readelf, "-dW", lib], base_env()).stdout
+            needed = [line.split()[-1] for line in dyn.splitlines() if "(NEEDED)" in line]
+            self.assertIn("[libstdc++.so.6]", needed, f"{lib} does not load libstdc++.so.6 (linked statically?)")
+            syms = run([readelf, "-sW", lib], base_env()).stdout
+            self.assertNotRegex(syms, r"(?m) FUNC +GLOBAL +\w+ +\d+ _ZNSt8ios_base4InitC[12]Ev$",
+                                f"{lib} holds its own copy of libstdc++")
+
 
 if __name__ == "__main__":
     unittest.main()
