@@ -4,7 +4,8 @@
 #   bb::c10_cuda    c10_cuda (only when BB_TORCH_CUDA is true)
 #
 # Sets BB_TORCH_VERSION (e.g. 2.11.0+cu130), BB_TORCH_LIB_DIR, BB_TORCH_CUDA (the CUDA version torch was
-# built with, empty for a CPU build).
+# built with, empty for a CPU build), BB_PROCESS_LIBSTDCXX (the libstdc++.so.6 that a Python process
+# importing torch has loaded; empty where none was found).
 #
 # find_package(Torch) is deliberately not used: for a CUDA build of torch it insists on a CUDA toolkit even
 # though the tracer needs none, and it links every CUDA library into whatever uses it.
@@ -19,6 +20,9 @@ print("version=" + torch.__version__)
 print("root=" + root)
 print("cuda=" + (torch.version.cuda or ""))
 print("cxx11abi=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))
+with open("/proc/self/maps") as maps:  # the C++ runtime a torch process runs with
+    paths = [line.split()[-1] for line in maps if "/libstdc++.so" in line]
+print("libstdcxx=" + (paths[0] if paths else ""))
 ]=])
 execute_process(
   COMMAND "${Python3_EXECUTABLE}" -c "${_bb_probe}"
@@ -36,6 +40,8 @@ set(BB_TORCH_CUDA "${CMAKE_MATCH_1}")
 string(REGEX MATCH "cxx11abi=([01])" _ "${_bb_out}")
 set(_bb_abi "${CMAKE_MATCH_1}")
 set(BB_TORCH_LIB_DIR "${_bb_root}/lib")
+string(REGEX MATCH "libstdcxx=([^\n]*)" _ "${_bb_out}")
+set(BB_PROCESS_LIBSTDCXX "${CMAKE_MATCH_1}")
 
 find_library(BB_C10_LIB c10 PATHS "${BB_TORCH_LIB_DIR}" NO_DEFAULT_PATH REQUIRED)
 find_library(BB_TORCH_CPU_LIB torch_cpu PATHS "${BB_TORCH_LIB_DIR}" NO_DEFAULT_PATH REQUIRED)
