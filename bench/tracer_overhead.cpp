@@ -1,7 +1,12 @@
-// Per-op cost of the tracer's RecordFunction callback, from C++ (no Python in the loop):
-// a tiny at::add in a tight loop with no callback, with an empty callback that asks for inputs
-// (the floor any RecordFunction-based tracer pays), and with the bbshim tracer.
-//   build/bin/bb_bench_tracer [iterations]
+// Per-call cost of the tracer's RecordFunction callback, from C++ (no Python in the loop), on calls of
+// the kinds a training step is made of: a binary op (tensors and a scalar), a view (an int list, which
+// boxing turns into a heap-allocated list), a reduction over dims and a foreach op over 16 tensors.
+// Each runs in a tight loop with no callback, with an empty callback that asks for inputs (the floor
+// any RecordFunction-based tracer pays: RecordFunction itself and boxing the arguments), and with the
+// bbshim tracer (the difference is the tracer's own work: the signature key, its lookup, the counters).
+//   build/bin/bb_bench_tracer [iterations] [none|empty|traced]
+// With a phase named, only that phase runs (for `perf stat -e instructions`, which is steadier than time
+// on a noisy machine).
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 
@@ -9,16 +14,25 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "tracer/observer.h"
 
 namespace {
 
-double ns_per_op(const at::Tensor& a, const at::Tensor& b, long n) {
+struct Case {
+  const char* what;
+  std::function<void()> call;
+  double ns[3] = {0, 0, 0};  // no callback, empty callback, tracer
+};
+
+double ns_per_call(const std::function<void()>& call, long n) {
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
-    for (long i = 0; i < n; ++i) at::add(a, b);
+    for (long i = 0; i < n; ++i) call();
     auto t1 = std::chrono::steady_clock::now();
     best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
   }
@@ -28,23 +42,44 @@ double ns_per_op(const at::Tensor& a, const at::Tensor& b, long n) {
 std::unique_ptr<at::ObserverContext> empty_start(const at::RecordFunction&) { return nullptr; }
 void empty_end(const at::RecordFunction&, at::ObserverContext*) {}
 
+void measure(std::vector<Case>& cases, int column, long n) {
+  for (Case& c : cases) {
+    ns_per_call(c.call, n / 20);  // warm up (and, traced, see the signature once)
+    c.ns[column] = ns_per_call(c.call, n);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const long n = argc > 1 ? std::atol(argv[1]) : 200000;
-  at::Tensor a = at::ones({1}), b = at::ones({1});
-  ns_per_op(a, b, n / 10);  // warm up
-  const double none = ns_per_op(a, b, n);
-  auto h = at::addGlobalCallback(
-      at::RecordFunctionCallback(&empty_start, &empty_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
-  const double empty = ns_per_op(a, b, n);
-  at::removeCallback(h);
-  bb::tracer::start_tracing({});
-  const double traced = ns_per_op(a, b, n);
-  std::printf("at::add on 1-element CPU tensors, best of 5 x %ld calls\n", n);
-  std::printf("  no callback                 %7.1f ns/op\n", none);
-  std::printf("  empty callback, with inputs %7.1f ns/op  (+%.1f: RecordFunction + boxing)\n", empty, empty - none);
-  std::printf("  bbshim tracer               %7.1f ns/op  (+%.1f; tracer's own share +%.1f)\n", traced, traced - none,
-              traced - empty);
+  const std::string only = argc > 2 ? argv[2] : "";
+  at::Tensor a = at::ones({1}), b = at::ones({1}), m = at::ones({4, 8, 16});
+  std::vector<at::Tensor> params;
+  for (int i = 0; i < 16; ++i) params.push_back(at::ones({4}));
+  std::vector<Case> cases;
+  cases.push_back({"add(1-element, 1-element)", [&] { at::add(a, b); }});
+  cases.push_back({"view(4x8x16, [32, 16])", [&] { m.view({32, 16}); }});
+  cases.push_back({"sum(4x8x16, dim=[0, 2])", [&] { at::sum(m, at::IntArrayRef{0, 2}); }});
+  cases.push_back({"_foreach_mul_(16 tensors, 1.0)", [&] { at::_foreach_mul_(params, 1.0); }});
+
+  if (only.empty() || only == "none") measure(cases, 0, n);
+  if (only.empty() || only == "empty") {
+    auto h = at::addGlobalCallback(at::RecordFunctionCallback(&empty_start, &empty_end)
+                                       .needsInputs(true)
+                                       .scopes({at::RecordScope::FUNCTION}));
+    measure(cases, 1, n);
+    at::removeCallback(h);
+  }
+  if (only.empty() || only == "traced") {
+    bb::tracer::start_tracing({});
+    measure(cases, 2, n);
+  }
+
+  std::printf("ns per call, CPU tensors, best of 5 x %ld calls (a call may dispatch nested ops: each pays)\n", n);
+  std::printf("%-32s %9s %9s %9s %14s %14s\n", "call", "none", "empty cb", "bbshim", "RF + boxing", "tracer's own");
+  for (const Case& c : cases)
+    std::printf("%-32s %9.1f %9.1f %9.1f %+14.1f %+14.1f\n", c.what, c.ns[0], c.ns[1], c.ns[2], c.ns[1] - c.ns[0],
+                c.ns[2] - c.ns[1]);
   return 0;
 }

@@ -9,7 +9,9 @@ second, CUPTI detached in between), preload tracing with BB_DEVICE_TIME=0 (shape
 kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
 torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
 sample backend under a policy whose condition is false for these calls (tracing off: the cost of
-deciding not to route) — a fresh process measures:
+deciding not to route), and no preload but one empty RecordFunction callback that asks for every op's
+inputs (rf-floor: build/lib/libbb_bench_rf_floor.so loaded after torch, the floor of any tracer built on
+RecordFunction; shapes-only minus rf-floor is bbshim's own tracing) — a fresh process measures:
   * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs,
     each at least --op-seconds long (a whole number of sampling periods: a short run could fall
     between two windows of sampled timing and time nothing);
@@ -42,8 +44,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "traced", "traced-first", "traced-sampled", "shapes-only", "cupti-kernels", "profiler",
-           "route-unmet"]
+CONFIGS = ["none", "disabled", "rf-floor", "traced", "traced-first", "traced-sampled", "shapes-only", "cupti-kernels",
+           "profiler", "route-unmet"]
 MODELS = ["small", "gpt2", "llama", "bert"]
 SAMPLE = "100/1000"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
@@ -132,6 +134,9 @@ def step_ms(step, device, steps, warmup):
 def worker(args):
     """One configuration in this process; prints one JSON line."""
     import torch
+    if args.config == "rf-floor":
+        import ctypes
+        ctypes.CDLL(str(Path(args.build) / "lib" / "libbb_bench_rf_floor.so"))
     step = make_step(args.model, args.device, args.batch, args.seq)
     step()  # first call: lazy init, cuDNN/cuBLAS handles
 
@@ -318,7 +323,10 @@ def main():
     args = p.parse_args()
     if args.worker:
         return worker(args)
-    configs = ["none"] + [c for c in args.configs.split(",") if c in CONFIGS and c != "none"]
+    unknown = [c for c in args.configs.split(",") if c not in CONFIGS]
+    if unknown:
+        p.error(f"unknown configuration {', '.join(unknown)} (known: {', '.join(CONFIGS)})")
+    configs = ["none"] + [c for c in args.configs.split(",") if c != "none"]
     if args.cpus:  # the workers inherit it
         cpus = set()
         for part in args.cpus.split(","):
@@ -328,7 +336,7 @@ def main():
 
     args.passthrough = ["--device", args.device, "--model", args.model, "--batch", str(args.batch),
                         "--seq", str(args.seq), "--op-seconds", str(args.op_seconds), "--reps", str(args.reps),
-                        "--steps", str(args.steps), "--warmup", str(args.warmup)]
+                        "--steps", str(args.steps), "--warmup", str(args.warmup), "--build", args.build]
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         args.tmp = tmp

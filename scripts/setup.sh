@@ -111,7 +111,8 @@ bb_build() {
   command -v ninja >/dev/null && gen=(-G Ninja)
   # shellcheck disable=SC2086
   cmake -S "$BB_ROOT" -B "$BB_BUILD_DIR" "${gen[@]}" -DPython3_EXECUTABLE="$BB_PY" ${BB_CMAKE_ARGS:-} >/dev/null
-  cmake --build "$BB_BUILD_DIR" -j"$(nproc)"
+  # shellcheck disable=SC2086
+  cmake --build "$BB_BUILD_DIR" -j"$(nproc)" ${BB_BUILD_TARGETS:+--target $BB_BUILD_TARGETS}
 }
 
 bb_setup_and_build() {
