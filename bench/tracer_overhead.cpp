@@ -54,6 +54,10 @@ void measure(std::vector<Case>& cases, int column, long n) {
 int main(int argc, char** argv) {
   const long n = argc > 1 ? std::atol(argv[1]) : 200000;
   const std::string only = argc > 2 ? argv[2] : "";
+  if (!only.empty() && only != "none" && only != "empty" && only != "traced") {
+    std::fprintf(stderr, "bb_bench_tracer: unknown phase '%s' (none, empty or traced)\n", only.c_str());
+    return 2;
+  }
   at::Tensor a = at::ones({1}), b = at::ones({1}), m = at::ones({4, 8, 16});
   std::vector<at::Tensor> params;
   for (int i = 0; i < 16; ++i) params.push_back(at::ones({4}));
@@ -77,6 +81,12 @@ int main(int argc, char** argv) {
   }
 
   std::printf("ns per call, CPU tensors, best of 5 x %ld calls (a call may dispatch nested ops: each pays)\n", n);
+  if (!only.empty()) {  // one phase: its times only, no differences against phases that did not run
+    std::printf("%-32s %9s\n", "call", only.c_str());
+    const int column = only == "none" ? 0 : only == "empty" ? 1 : 2;
+    for (const Case& c : cases) std::printf("%-32s %9.1f\n", c.what, c.ns[column]);
+    return 0;
+  }
   std::printf("%-32s %9s %9s %9s %14s %14s\n", "call", "none", "empty cb", "bbshim", "RF + boxing", "tracer's own");
   for (const Case& c : cases)
     std::printf("%-32s %9.1f %9.1f %9.1f %+14.1f %+14.1f\n", c.what, c.ns[0], c.ns[1], c.ns[2], c.ns[1] - c.ns[0],
