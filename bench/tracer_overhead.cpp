@@ -22,10 +22,14 @@
 
 namespace {
 
+// The phases, in the order they run; a case's times are indexed by phase.
+enum Phase { kNone, kEmpty, kTraced, kPhases };
+constexpr const char* kPhaseNames[kPhases] = {"none", "empty", "traced"};
+
 struct Case {
   const char* what;
   std::function<void()> call;
-  double ns[3] = {0, 0, 0};  // no callback, empty callback, tracer
+  double ns[kPhases] = {0, 0, 0};
 };
 
 double ns_per_call(const std::function<void()>& call, long n) {
@@ -42,10 +46,10 @@ double ns_per_call(const std::function<void()>& call, long n) {
 std::unique_ptr<at::ObserverContext> empty_start(const at::RecordFunction&) { return nullptr; }
 void empty_end(const at::RecordFunction&, at::ObserverContext*) {}
 
-void measure(std::vector<Case>& cases, int column, long n) {
+void measure(std::vector<Case>& cases, Phase phase, long n) {
   for (Case& c : cases) {
     ns_per_call(c.call, n / 20);  // warm up (and, traced, see the signature once)
-    c.ns[column] = ns_per_call(c.call, n);
+    c.ns[phase] = ns_per_call(c.call, n);
   }
 }
 
@@ -53,11 +57,15 @@ void measure(std::vector<Case>& cases, int column, long n) {
 
 int main(int argc, char** argv) {
   const long n = argc > 1 ? std::atol(argv[1]) : 200000;
-  const std::string only = argc > 2 ? argv[2] : "";
-  if (!only.empty() && only != "none" && only != "empty" && only != "traced") {
-    std::fprintf(stderr, "bb_bench_tracer: unknown phase '%s' (none, empty or traced)\n", only.c_str());
-    return 2;
+  int only = kPhases;  // every phase
+  if (argc > 2) {
+    only = static_cast<int>(std::find(kPhaseNames, kPhaseNames + kPhases, std::string(argv[2])) - kPhaseNames);
+    if (only == kPhases) {
+      std::fprintf(stderr, "bb_bench_tracer: unknown phase '%s' (none, empty or traced)\n", argv[2]);
+      return 2;
+    }
   }
+  auto runs = [only](Phase p) { return only == kPhases || only == p; };
   at::Tensor a = at::ones({1}), b = at::ones({1}), m = at::ones({4, 8, 16});
   std::vector<at::Tensor> params;
   for (int i = 0; i < 16; ++i) params.push_back(at::ones({4}));
@@ -67,29 +75,27 @@ int main(int argc, char** argv) {
   cases.push_back({"sum(4x8x16, dim=[0, 2])", [&] { at::sum(m, at::IntArrayRef{0, 2}); }});
   cases.push_back({"_foreach_mul_(16 tensors, 1.0)", [&] { at::_foreach_mul_(params, 1.0); }});
 
-  if (only.empty() || only == "none") measure(cases, 0, n);
-  if (only.empty() || only == "empty") {
-    auto h = at::addGlobalCallback(at::RecordFunctionCallback(&empty_start, &empty_end)
-                                       .needsInputs(true)
-                                       .scopes({at::RecordScope::FUNCTION}));
-    measure(cases, 1, n);
+  if (runs(kNone)) measure(cases, kNone, n);
+  if (runs(kEmpty)) {
+    auto h = at::addGlobalCallback(
+        at::RecordFunctionCallback(&empty_start, &empty_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+    measure(cases, kEmpty, n);
     at::removeCallback(h);
   }
-  if (only.empty() || only == "traced") {
+  if (runs(kTraced)) {
     bb::tracer::start_tracing({});
-    measure(cases, 2, n);
+    measure(cases, kTraced, n);
   }
 
   std::printf("ns per call, CPU tensors, best of 5 x %ld calls (a call may dispatch nested ops: each pays)\n", n);
-  if (!only.empty()) {  // one phase: its times only, no differences against phases that did not run
-    std::printf("%-32s %9s\n", "call", only.c_str());
-    const int column = only == "none" ? 0 : only == "empty" ? 1 : 2;
-    for (const Case& c : cases) std::printf("%-32s %9.1f\n", c.what, c.ns[column]);
+  if (only != kPhases) {  // one phase: its times only, no differences against phases that did not run
+    std::printf("%-32s %9s\n", "call", kPhaseNames[only]);
+    for (const Case& c : cases) std::printf("%-32s %9.1f\n", c.what, c.ns[only]);
     return 0;
   }
   std::printf("%-32s %9s %9s %9s %14s %14s\n", "call", "none", "empty cb", "bbshim", "RF + boxing", "tracer's own");
   for (const Case& c : cases)
-    std::printf("%-32s %9.1f %9.1f %9.1f %+14.1f %+14.1f\n", c.what, c.ns[0], c.ns[1], c.ns[2], c.ns[1] - c.ns[0],
-                c.ns[2] - c.ns[1]);
+    std::printf("%-32s %9.1f %9.1f %9.1f %+14.1f %+14.1f\n", c.what, c.ns[kNone], c.ns[kEmpty], c.ns[kTraced],
+                c.ns[kEmpty] - c.ns[kNone], c.ns[kTraced] - c.ns[kEmpty]);
   return 0;
 }
