@@ -32,6 +32,7 @@
 #include "tracer/devtime/cupti_session.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
+#include "tracer/quiet_thread.h"
 #ifdef BB_WITH_CUPTI
 #include "tracer/devtime/cupti_library.h"
 #endif
@@ -189,21 +190,6 @@ std::string cupti_conflict() {
   if (seen && (seen() & 7) != 0)
     return "torch.profiler (or another CUPTI client) used CUPTI before this process first used CUDA";
   return "";
-}
-
-// Runs fn on a thread of its own that no signal is delivered to (the program's handlers stay on its
-// threads); says once what follows if the thread cannot start.
-template <typename Fn>
-void start_quiet_thread(Fn fn, const char* what, const char* then) {
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  try {
-    std::thread(std::move(fn)).detach();
-  } catch (const std::system_error& e) {
-    log::warn(std::string(what) + ": cannot start its thread (" + e.what() + "); " + then);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 // Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
@@ -365,6 +351,11 @@ void collect_device_ranges(bool final) {
 }
 
 void configure_device_timing(const DeviceTimingOptions& options) { g_timing_options = options; }
+
+bool device_timing_needs_every_call() {
+  devtime::CuptiSession* t = g_timer.load(std::memory_order_relaxed);
+  return t && ::getpid() == g_owner_pid && t->needs_every_call();
+}
 
 DeviceTimeSnapshot device_time_snapshot() {
   devtime::CuptiSession* t = g_timer.load();
