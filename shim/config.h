@@ -26,6 +26,7 @@ struct Config {
   double device_time_refresh = 10.0;        // BB_DEVICE_TIME_REFRESH (s): one more of each this often; 0: never
   uint32_t sample_on_ms = 0;                // BB_DEVICE_TIME_SAMPLE=ON/PERIOD (ms): device time recorded in
   uint32_t sample_period_ms = 0;            //   windows of ON ms every PERIOD ms; 0/0 = every call
+  uint32_t trace_sample = 0;                // BB_TRACE_SAMPLE=N: once signatures are stable, trace one call in N
   std::string timeline;                     // BB_TIMELINE: write a Chrome-trace timeline here at exit; %p pid, %r rank
   size_t timeline_max_events = 1000000;     // BB_TIMELINE_MAX_EVENTS: per kind (ops, launches, kernels)
   std::string backend;                      // BB_BACKEND: route the ops this backend folder provides

@@ -27,6 +27,13 @@ namespace {
 
 std::atomic<TraceWriter*> g_writer{nullptr};
 pid_t g_owner_pid = 0;
+std::atomic<bool> g_routing{false};  // routing is on: its counts need every call traced
+
+// Sampled tracing's hold: every call must be traced while routing is on (a routed call is counted on
+// the traced call it runs in) and while device timing ties launches to ops.
+bool every_call_needed() {
+  return g_routing.load(std::memory_order_relaxed) || tracer::device_timing_needs_every_call();
+}
 std::string* g_summary_path = nullptr;
 
 void write_routing_summary() {
@@ -105,6 +112,11 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   }
   tracer::TraceStore* store = tracer::start_tracing(options);
   tracer::install_cuda_support();
+  if (cfg.trace_sample > 1) {
+    tracer::TraceSamplingOptions sampling;
+    sampling.every = cfg.trace_sample;
+    tracer::start_trace_sampling(sampling, &every_call_needed);
+  }
 
   auto* writer = new TraceWriter(store, path, std::move(run), timeline_path);  // never freed: used at exit
   g_writer.store(writer);
@@ -143,6 +155,7 @@ void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
   for (const auto& problem : backend.problems) log::warn("backend " + problem);
   for (const auto& folder : backend.python_elsewhere)
     log::warn("backend " + folder + ": Python kernels, and this program runs no Python interpreter: not routed");
+  g_routing.store(true);  // before any op is routed: sampled tracing traces every call from now on
   const int routed = start_routing(std::move(backend), std::move(pol), named_by_policy);
   g_summary_path = new std::string(cfg.summary);
   log::info("routing " + std::to_string(routed) + " ops to the backend in " + dir);

@@ -171,8 +171,8 @@ const std::vector<Setting>& settings() {
       {"BB_DEVICE_TIME", "device_time", "0\\|1\\|first",
        "CUPTI device timing on CUDA: `1` (default, also `all`) times every call; `first` times each "
        "signature's first calls (`BB_DEVICE_TIME_CALLS`) and detaches CUPTI while no signature wants more "
-       "(for launch-bound programs; not yet cheap there: 1.03-1.43x the small Llama's step on the H200, "
-       "docs/performance.md); `0` none "
+       "(for launch-bound programs; there tracing every call alone costs 1.18x the small Llama's step on the "
+       "H200, with `BB_TRACE_SAMPLE` 1.02-1.04x in 5 of 7 processes, docs/performance.md); `0` none "
        "([docs/device-time.md](docs/device-time.md))",
        read_device_time, device_time_text},
       {"BB_DEVICE_TIME_CALLS", "device_time_calls", "n",
@@ -190,6 +190,16 @@ const std::vector<Setting>& settings() {
        "detached in between ([docs/device-time.md](docs/device-time.md), "
        "[docs/performance.md](docs/performance.md))",
        read_sampling, sampling_text},
+      {"BB_TRACE_SAMPLE", "trace_sample", "N",
+       "sampled tracing, for launch-bound programs where tracing every call costs too much (1.18x the small "
+       "Llama's step on the H200; sampled 1.04-1.06x): once the signatures seen are stable, one call in `N` "
+       "(2 to 1000000), chosen at random, is traced and stands for `N` calls (the trace marks extrapolated "
+       "counts: `seen`, `meta.tracing`); every call is traced again while device timing records or routing "
+       "is on, and when the sampled calls bring new signatures. Counts are estimates (a signature made once "
+       "a step is off by tens of percent over 20 steps), and one made only a few times after that may be "
+       "missed ([docs/trace-format.md](docs/trace-format.md), [docs/performance.md](docs/performance.md)); "
+       "0 or 1 (default): every call",
+       read_number<uint32_t, &Config::trace_sample, 0, 1000000>, number_value_text<uint32_t, &Config::trace_sample>},
       {"BB_TIMELINE", "timeline", "path",
        "also write a Chrome-trace/Perfetto timeline there at exit; `%p`, `%r` as for `BB_TRACE`",
        read_path<&Config::timeline>, path_text<&Config::timeline>},

@@ -8,11 +8,13 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "shim/atomic_file.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
+#include "tracer/observer.h"
 #include "tracer/devtime/timeline.h"
 #include "tracer/format/device_estimate.h"
 #include "tracer/format/op_name.h"
@@ -138,7 +140,7 @@ std::string write_timeline_file(const std::string& path, const tracer::Snapshot&
 }
 
 trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
-                        const tracer::DeviceTimeSnapshot* times) {
+                        const tracer::DeviceTimeSnapshot* times, const trace::TracingInfo* tracing) {
   trace::Trace t;
   t.meta.tool = std::string("bbshim ") + BB_VERSION;
   t.meta.torch = run.torch_version;
@@ -153,6 +155,10 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
   for (const auto& d : snap.devices) t.meta.devices.push_back({d, tracer::device_name(d)});
   t.meta.calls = snap.calls;
   t.meta.untraced_calls = snap.untraced_calls;
+  if (tracing) {
+    t.meta.tracing = *tracing;
+    t.meta.tracing->calls_seen = snap.calls_seen;
+  }
   t.ops = snap.entries;
   bool cuda = false;
   for (const auto& d : snap.devices) cuda = cuda || d.rfind("cuda", 0) == 0;
@@ -211,7 +217,8 @@ bool TraceWriter::write(const std::string& status, bool final) {
   finished_ = final;
   tracer::collect_device_ranges(final);
   const tracer::DeviceTimeSnapshot times = tracer::device_time_snapshot();
-  tracer::Snapshot snap = store_->snapshot();
+  const std::optional<tracer::SampledTracing> sampled = tracer::sampled_tracing();
+  tracer::Snapshot snap = store_->snapshot(sampled ? sampled->scale : 1.0);
   if (snap.calls == 0 && snap.untraced_calls == 0) return true;  // nothing ran: leave no file
   if (final && !timeline_path_.empty()) {
     std::string err = write_timeline_file(timeline_path_, snap, tracer::device_timeline(), run_);
@@ -219,9 +226,10 @@ bool TraceWriter::write(const std::string& status, bool final) {
     else
       log::debug("wrote the timeline " + timeline_path_);
   }
-  if (!final && status == "running" && snap.calls == last_calls_) return true;
-  last_calls_ = snap.calls;
-  std::string err = write_file_atomic(path_, trace::to_yaml(make_trace(snap, run_, status, &times)));
+  if (!final && status == "running" && snap.calls_seen == last_calls_) return true;
+  last_calls_ = snap.calls_seen;
+  std::string err = write_file_atomic(
+      path_, trace::to_yaml(make_trace(snap, run_, status, &times, sampled ? &sampled->info : nullptr)));
   if (err.empty()) {
     log::debug("wrote " + path_ + " (" + std::to_string(snap.entries.size()) + " signatures, " +
                std::to_string(snap.calls) + " calls, " + status + ")");

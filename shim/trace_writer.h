@@ -24,9 +24,11 @@ struct RunInfo {
 RunInfo current_run_info(const std::string& torch_version);
 
 // Builds the trace for `snap` (devices get their names where the CUDA part knows them), with device
-// times per entry and the timing's health in meta when `times` is given and a CUDA device was used.
+// times per entry and the timing's health in meta when `times` is given and a CUDA device was used,
+// and how tracing was sampled when `tracing` is given (its calls_seen from `snap`).
 trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
-                        const tracer::DeviceTimeSnapshot* times = nullptr);
+                        const tracer::DeviceTimeSnapshot* times = nullptr,
+                        const trace::TracingInfo* tracing = nullptr);
 
 // Writes the Chrome-trace timeline of the events recorded, labelling ops from `snap`. Returns an error
 // text, empty on success.

@@ -39,6 +39,10 @@ struct DeviceTimingOptions {
 // Call before install_cuda_support(). Timing starts when an op first uses a CUDA device.
 void configure_device_timing(const DeviceTimingOptions& options);
 
+// True while device timing ties launches to ops (every call, or a window open): sampled tracing must
+// then see every call.
+bool device_timing_needs_every_call();
+
 struct DeviceTimeSnapshot {
   std::string status;  // on | off: why | stopped: why
   std::map<uint32_t, devtime::SignatureTime> by_signature;

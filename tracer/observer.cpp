@@ -5,11 +5,15 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "tracer/devtime/collector.h"
 #include "tracer/log.h"
+#include "tracer/quiet_thread.h"
+#include "tracer/trace_sampling.h"
 
 namespace bb::tracer {
 namespace {
@@ -24,6 +28,13 @@ std::atomic<void (*)()> g_next_op_task{nullptr};
 std::atomic<OpStartHook> g_start_hook{nullptr};
 std::atomic<OpEndHook> g_end_hook{nullptr};
 TracerOptions g_options;
+at::CallbackHandle g_handle = 0;          // the callback that sees every call
+at::CallbackHandle g_sampled_handle = 0;  // sampled tracing: the same callback, for one call in N
+// Sampled tracing is on: the calls seen are counted as sampled too (each stands for N calls).
+std::atomic<bool> g_sampling{false};
+std::mutex g_sampler_mu;
+TraceSampler* g_sampler = nullptr;  // g_sampler_mu; never freed: the writer may ask at exit
+bool g_sampler_stopped = false;     // g_sampler_mu: at exit, before torch's callback registry is destroyed
 
 struct Frame {
   const at::RecordFunction* fn;
@@ -31,6 +42,7 @@ struct Frame {
   int prev_op;     // innermost op frame when this one was pushed, -1 if none
   bool had_child;  // an op ran inside this one
   bool hooked;     // the start hook returned true: the end hook is owed
+  bool sampled;    // seen while tracing was sampled
 };
 
 struct OpCacheEntry {
@@ -157,9 +169,10 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
     ++s.overflow;
     return;
   }
+  const bool sampled = g_sampling.load(std::memory_order_relaxed);
   const int index = static_cast<int>(s.depth++);
   Frame& f = s.frames[index];
-  f = Frame{&fn, nullptr, s.cur_op, false, false};
+  f = Frame{&fn, nullptr, s.cur_op, false, false, sampled};
   const OpInfo* op = lookup_op(s, fn);
   if (!op) return;
   auto inputs = fn.inputs();
@@ -177,8 +190,13 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
     return;
   }
   f.slot = slot;
+  bump(s.table.calls);
   const uint64_t n = bump(slot->counters.count);
   if (nested) bump(slot->counters.nested);
+  if (C10_UNLIKELY(sampled)) {
+    bump(slot->counters.sampled_count);
+    if (nested) bump(slot->counters.sampled_nested);
+  }
   if (!slot->ranges.empty() && g_options.int_ranges && (n & (n - 1)) == 0) sample_ranges(s, *slot, inputs);
 }
 
@@ -195,7 +213,10 @@ void leave(ThreadState& s, const at::RecordFunction& fn) {
     for (size_t j = s.depth; j >= i; --j)  // this frame and any left open above it
       if (s.frames[j - 1].hooked) hook();
   const Frame& f = s.frames[i - 1];
-  if (f.slot && f.had_child) bump(f.slot->counters.with_children);
+  if (f.slot && f.had_child) {
+    bump(f.slot->counters.with_children);
+    if (f.sampled) bump(f.slot->counters.sampled_with_children);
+  }
   s.cur_op = f.prev_op;
   s.depth = i - 1;
 }
@@ -241,9 +262,66 @@ TraceStore* start_tracing(const TracerOptions& options) {
   g_options = options;
   auto* store = new TraceStore(options.max_signatures);  // never freed: threads may use it at exit
   g_store.store(store, std::memory_order_release);
-  at::addGlobalCallback(
+  g_handle = at::addGlobalCallback(
       at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   return store;
+}
+
+namespace {
+
+// The sampler's thread: asks TraceSampler whether to sample and swaps the callbacks (each thread
+// sees the change at its next op), until the store changes (fork) or the process exits.
+void run_sampler(TraceStore* store, TraceSampler* sampler, bool (*hold)()) {
+  bool sampling = false;
+  for (;;) {
+    if (g_store.load() != store) return;
+    const auto now = TraceSampler::clock::now();
+    const bool held = hold && hold();
+    const TraceStore::Progress p = store->progress();
+    {
+      std::lock_guard<std::mutex> lock(g_sampler_mu);
+      if (g_sampler_stopped) return;
+      const bool sample = sampler->step(now, p.calls, p.signatures, held);
+      if (sample != sampling) {
+        // Off first, then on: for a moment neither callback runs, rather than both seeing one call.
+        at::disableCallback(sample ? g_handle : g_sampled_handle);
+        g_sampling.store(sample, std::memory_order_relaxed);
+        at::reenableCallback(sample ? g_sampled_handle : g_handle);
+        sampling = sample;
+      }
+    }
+    std::this_thread::sleep_for(TraceSampler::kPoll);
+  }
+}
+
+}  // namespace
+
+bool start_trace_sampling(const TraceSamplingOptions& options, bool (*hold)()) {
+  TraceStore* store = g_store.load();
+  if (!store || !g_handle || !options.enabled()) return false;
+  std::lock_guard<std::mutex> lock(g_sampler_mu);
+  if (g_sampler) return false;
+  g_sampled_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                               .needsInputs(true)
+                                               .samplingProb(1.0 / options.every)
+                                               .scopes({at::RecordScope::FUNCTION}));
+  at::disableCallback(g_sampled_handle);
+  g_sampler = new TraceSampler(options, TraceSampler::clock::now());
+  TraceSampler* sampler = g_sampler;
+  // Runs before the static destructors of what existed before it (torch's callback registry among
+  // them): the thread switches nothing after.
+  std::atexit([] {
+    std::lock_guard<std::mutex> lock(g_sampler_mu);
+    g_sampler_stopped = true;
+  });
+  return start_quiet_thread([store, sampler, hold] { run_sampler(store, sampler, hold); }, "sampled tracing",
+                            "every call is traced");
+}
+
+std::optional<SampledTracing> sampled_tracing() {
+  std::lock_guard<std::mutex> lock(g_sampler_mu);
+  if (!g_sampler) return std::nullopt;
+  return SampledTracing{g_sampler->report(), static_cast<double>(g_sampler->options().every)};
 }
 
 void reset_after_fork(bool keep_tracing) {

@@ -5,7 +5,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <optional>
 
+#include "tracer/trace_sampling.h"
 #include "tracer/trace_store.h"
 
 namespace bb::tracer {
@@ -21,6 +23,20 @@ using DeviceRangeProbe = void (*)(TraceStore* store, uint32_t sig, RangeTarget w
 // Registers the callback and starts counting into a new store; once per process: later calls
 // return the running store and ignore their options.
 TraceStore* start_tracing(const TracerOptions& options);
+
+// Sampled tracing (tracer/trace_sampling.h), after start_tracing: a thread of its own swaps the
+// callback for one PyTorch runs for one call in options.every, and back. hold (may be null), asked
+// every few milliseconds: true while every call must be traced (device timing tying launches to ops,
+// routing). False when it does not start (disabled, no tracing, already started, no thread: then
+// every call is traced).
+bool start_trace_sampling(const TraceSamplingOptions& options, bool (*hold)());
+
+struct SampledTracing {
+  trace::TracingInfo info;  // calls_seen not filled in
+  double scale;             // what a call seen while sampling stands for
+};
+// nullopt when tracing is not sampled.
+std::optional<SampledTracing> sampled_tracing();
 
 // For a forked child: forget the parent's store; with keep_tracing, count into a fresh one.
 void reset_after_fork(bool keep_tracing);

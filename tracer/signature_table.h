@@ -23,6 +23,11 @@ struct Counters {
   std::atomic<uint64_t> nested{0};
   std::atomic<uint64_t> with_children{0};
   std::atomic<uint64_t> routed{0};
+  // Sampled tracing (tracer/trace_sampling.h): of the above, the calls seen while sampling, each of
+  // which stands for `every` calls.
+  std::atomic<uint64_t> sampled_count{0};
+  std::atomic<uint64_t> sampled_nested{0};
+  std::atomic<uint64_t> sampled_with_children{0};
 };
 
 // Single-writer increment: only the owning thread writes, others read, so no locked instruction.
@@ -44,6 +49,8 @@ class SignatureTable {
   static constexpr size_t kMaxChunks = 1024;
 
   SignatureTable();
+
+  std::atomic<uint64_t> calls{0};  // calls counted in this table (owner thread writes; bump())
 
   // The slot whose key equals `key`, or null.
   Slot* find(const KeyWords& key, uint64_t hash) const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 
 #include "tracer/format/op_name.h"
 
@@ -84,6 +85,15 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
       for (size_t i = 0; i < args.size(); ++i)
         r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
       new_devices = note_devices(r.args, devices_);
+      // A new shape for sampled tracing's stability test: not a variant of a known signature that differs
+      // only in float scalars' values (AdamW's step-dependent ones make a few of those every step).
+      trace::TraceEntry shape{op.name, 0, 0, 0, 0, 0, r.args, std::nullopt, {}};
+      for (auto& a : shape.args) {
+        a.f = 0;
+        a.c = 0;
+        std::fill(a.floats.begin(), a.floats.end(), 0.0);
+      }
+      shapes_.insert(trace::signature_key(shape));
       records_.push_back(std::move(r));
       it = signatures_.emplace(key, static_cast<uint32_t>(records_.size() - 1)).first;
     }
@@ -124,35 +134,41 @@ void TraceStore::attach(const SignatureTable* table) {
   tables_.insert(table);
 }
 
+void TraceStore::Tally::add(const Counters& c) {
+  count += c.count.load(std::memory_order_relaxed);
+  nested += c.nested.load(std::memory_order_relaxed);
+  with_children += c.with_children.load(std::memory_order_relaxed);
+  routed += c.routed.load(std::memory_order_relaxed);
+  sampled_count += c.sampled_count.load(std::memory_order_relaxed);
+  sampled_nested += c.sampled_nested.load(std::memory_order_relaxed);
+  sampled_with_children += c.sampled_with_children.load(std::memory_order_relaxed);
+}
+
 void TraceStore::detach(const SignatureTable* table) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!tables_.erase(table)) return;
   for (size_t i = 0, n = table->published(); i < n; ++i) {
     const Slot& s = table->slot(i);
-    Record& r = records_[s.sig];
-    r.count += s.counters.count.load(std::memory_order_relaxed);
-    r.nested += s.counters.nested.load(std::memory_order_relaxed);
-    r.with_children += s.counters.with_children.load(std::memory_order_relaxed);
-    r.routed += s.counters.routed.load(std::memory_order_relaxed);
+    records_[s.sig].finished.add(s.counters);
   }
+  finished_calls_ += table->calls.load(std::memory_order_relaxed);
 }
 
-Snapshot TraceStore::snapshot() const {
+TraceStore::Progress TraceStore::progress() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<trace::TraceEntry> by_sig(records_.size());
-  for (size_t k = 0; k < records_.size(); ++k) {
-    by_sig[k].count = records_[k].count;
-    by_sig[k].nested = records_[k].nested;
-    by_sig[k].with_children = records_[k].with_children;
-    by_sig[k].routed = records_[k].routed;
-  }
+  Progress p{finished_calls_, shapes_.size()};
+  for (const SignatureTable* t : tables_) p.calls += t->calls.load(std::memory_order_relaxed);
+  return p;
+}
+
+Snapshot TraceStore::snapshot(double sampled_scale) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Tally> by_sig(records_.size());
+  for (size_t k = 0; k < records_.size(); ++k) by_sig[k] = records_[k].finished;
   for (const SignatureTable* t : tables_) {
     for (size_t i = 0, n = t->published(); i < n; ++i) {
       const Slot& s = t->slot(i);
-      by_sig[s.sig].count += s.counters.count.load(std::memory_order_relaxed);
-      by_sig[s.sig].nested += s.counters.nested.load(std::memory_order_relaxed);
-      by_sig[s.sig].with_children += s.counters.with_children.load(std::memory_order_relaxed);
-      by_sig[s.sig].routed += s.counters.routed.load(std::memory_order_relaxed);
+      by_sig[s.sig].add(s.counters);
     }
   }
   Snapshot snap;
@@ -162,13 +178,38 @@ Snapshot TraceStore::snapshot() const {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return records_[a].op->name < records_[b].op->name; });
   for (size_t k : order) {
-    trace::TraceEntry& e = by_sig[k];
+    const Tally& x = by_sig[k];
+    trace::TraceEntry e;
     e.op = records_[k].op->name;
     e.args = records_[k].args;
-    // Counters are read without stopping their threads: keep the three mutually consistent.
-    e.nested = std::min(e.nested, e.count);
-    e.with_children = std::min(e.with_children, e.count);
-    e.routed = std::min(e.routed, e.count);
+    // Counters are read without stopping their threads: keep them mutually consistent.
+    e.count = x.count;
+    e.nested = std::min(x.nested, e.count);
+    e.with_children = std::min(x.with_children, e.count);
+    e.routed = std::min(x.routed, e.count);
+    snap.calls_seen += e.count;
+    if (x.sampled_count > 0 && sampled_scale > 1.0) {
+      // Each call seen while sampling stands for sampled_scale calls; the others were all seen. A call
+      // seen while sampling is seen nested only when the call around it was sampled too (one time in
+      // sampled_scale), and with children only when one of them was: where the signature has calls
+      // traced one by one, their shares of nested and with-children calls stand for the sampled ones;
+      // else the share seen among the sampled calls times sampled_scale, at most all of them (for
+      // with-children an upper estimate: a call with several children shows one more often).
+      const uint64_t sampled = std::min(x.sampled_count, x.count), exact = x.count - sampled;
+      const double est = static_cast<double>(sampled) * sampled_scale;
+      auto part = [&](uint64_t all, uint64_t of_sampled) {
+        of_sampled = std::min(of_sampled, all);
+        const uint64_t exact_part = all - of_sampled;
+        const double share = exact > 0 ? static_cast<double>(exact_part) / static_cast<double>(exact)
+                                       : std::min(1.0, static_cast<double>(of_sampled) * sampled_scale /
+                                                           std::max(1.0, static_cast<double>(sampled)));
+        return exact_part + static_cast<uint64_t>(std::llround(est * share));
+      };
+      e.seen = e.count;
+      e.count = exact + static_cast<uint64_t>(std::llround(est));
+      e.nested = std::min(part(x.nested, x.sampled_nested), e.count);
+      e.with_children = std::min(part(x.with_children, x.sampled_with_children), e.count);
+    }
     snap.calls += e.count;
     snap.entries.push_back(std::move(e));
     snap.sigs.push_back(static_cast<uint32_t>(k));

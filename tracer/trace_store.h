@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tracer/arg_key.h"
@@ -39,7 +40,8 @@ struct Snapshot {
   std::vector<trace::TraceEntry> entries;  // sorted by op name, then first sighting
   std::vector<uint32_t> sigs;              // the signature index of each entry
   std::vector<std::string> devices;        // non-CPU devices seen in any signature
-  uint64_t calls = 0;
+  uint64_t calls = 0;                      // with the calls extrapolated from sampled tracing
+  uint64_t calls_seen = 0;                 // calls the tracer saw
   uint64_t untraced_calls = 0;
 };
 
@@ -71,13 +73,28 @@ class TraceStore {
   // Folds a finishing thread's counters into the store; the table may be freed afterwards.
   void detach(const SignatureTable* table);
 
-  Snapshot snapshot() const;
+  // sampled_scale: what one call seen while tracing was sampled stands for; each such entry's counts
+  // are then extrapolated and `seen` says how many calls were seen.
+  Snapshot snapshot(double sampled_scale = 1.0) const;
+
+  // Calls counted, and distinct signatures not counting those that differ only in float scalars'
+  // values, so far (sampled tracing's stability test).
+  struct Progress {
+    uint64_t calls = 0, signatures = 0;
+  };
+  Progress progress() const;
 
  private:
+  // A signature's counters as plain sums (Counters, signature_table.h).
+  struct Tally {
+    uint64_t count = 0, nested = 0, with_children = 0, routed = 0;
+    uint64_t sampled_count = 0, sampled_nested = 0, sampled_with_children = 0;
+    void add(const Counters& c);
+  };
   struct Record {
     const OpInfo* op;
     std::vector<trace::ArgValue> args;
-    uint64_t count = 0, nested = 0, with_children = 0, routed = 0;  // from finished threads
+    Tally finished;  // from threads that ended
   };
   struct KeyHash {
     size_t operator()(const KeyWords& k) const { return hash_key(k.data(), k.size()); }
@@ -92,6 +109,8 @@ class TraceStore {
   std::set<std::string> devices_;
   std::set<const SignatureTable*> tables_;
   uint64_t untraced_ = 0;
+  uint64_t finished_calls_ = 0;             // calls of threads that ended
+  std::unordered_set<std::string> shapes_;  // signature_key()s with float scalars zeroed
 };
 
 }  // namespace bb::tracer

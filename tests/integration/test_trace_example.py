@@ -87,5 +87,54 @@ class TraceExample(unittest.TestCase):
         self.assertIn(f"{self.trace['meta']['calls']} calls", r.stdout)
 
 
+# Two phases: 1.5 s of one add (stable: sampling starts), then a signature first seen while sampling.
+SAMPLED_PROGRAM = """
+import time, torch
+a = torch.ones(8, 8)
+adds = 0
+t0 = time.monotonic()
+while time.monotonic() - t0 < 1.5:
+    for _ in range(100):
+        torch.add(a, a)
+    adds += 100
+c = torch.ones(4, 4)
+for _ in range(60000):
+    torch.mul(c, c)
+print(adds, 60000)
+"""
+
+
+class SampledTracing(unittest.TestCase):
+    """BB_TRACE_SAMPLE: once stable, one call in N is traced; the counts are extrapolated and say so."""
+
+    def test_counts_are_extrapolated_from_one_call_in_n_and_marked(self):
+        with tempfile.TemporaryDirectory(prefix="bbshim-sampled-") as tmp:
+            path = Path(tmp) / "t.yaml"
+            r = run([PYTHON, "-c", SAMPLED_PROGRAM], preload_env(BB_TRACE=path, BB_TRACE_SAMPLE=16))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")
+            adds, muls = map(int, r.stdout.split())
+            t = load_trace(path)
+            tracing = t["meta"]["tracing"]
+            self.assertGreaterEqual(tracing["to_sampled"], 1)
+            self.assertEqual(tracing["scale"], 16)
+            self.assertGreater(tracing["sampled_s"], 0.5)
+            self.assertEqual(t["meta"]["calls"], sum(e["count"] for e in t["ops"]))
+            self.assertEqual(tracing["calls_seen"], sum(e.get("seen", e["count"]) for e in t["ops"]))
+
+            def entry(op, shape):
+                return next(e for e in t["ops"] if e["op"] == op and e["args"][0]["shape"] == shape)
+            add, mul = entry("aten::add.Tensor", [8, 8]), entry("aten::mul.Tensor", [4, 4])
+            for e, made, within in ((add, adds, 0.05), (mul, muls, 0.1)):
+                with self.subTest(op=e["op"]):
+                    self.assertLess(e["seen"], e["count"])
+                    self.assertLess(abs(e["count"] / made - 1), within, (e["count"], e["seen"], made))
+            self.assertLess(mul["seen"], muls / 4)  # one in 16 of them, give or take
+            s = run([BBTRACE, "summary", path], base_env())
+            self.assertEqual(s.returncode, 0, s.stderr)
+            self.assertIn("tracing: sampled, 1 call in 16", s.stdout)
+            self.assertIn("~: extrapolated from the calls sampled tracing saw", s.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

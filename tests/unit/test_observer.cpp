@@ -5,6 +5,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -184,4 +187,71 @@ TEST_CASE("past the signature limit calls are counted as untraced") {
   CHECK(small.intern_signature(k1, op, args1));
   CHECK_FALSE(small.intern_signature(k2, op, args2));
   CHECK(small.intern_signature(k1, op, args1));  // known ones still resolve
+}
+
+namespace {
+
+std::atomic<bool> g_hold{true};
+bool held() { return g_hold.load(); }
+
+// The trace's entry of `op` on `shape`, with sampled tracing's counts extrapolated as the writer does.
+TraceEntry estimated(const std::string& op, std::vector<int64_t> shape) {
+  const auto sampled = bb::tracer::sampled_tracing();
+  for (auto& e : store()->snapshot(sampled ? sampled->scale : 1.0).entries)
+    if (e.op == op && e.args[0].tensors[0]->shape == shape) return e;
+  return {};
+}
+
+uint64_t sampled_switches() {
+  const auto s = bb::tracer::sampled_tracing();
+  return s ? s->info.to_sampled : 0;
+}
+
+}  // namespace
+
+// Last in this file: it leaves the process's tracing sampled-capable (held to every call at its end).
+TEST_CASE("sampled tracing: once stable, one call in N is traced and counts are extrapolated without bias") {
+  store();
+  bb::tracer::TraceSamplingOptions o;
+  o.every = 8;
+  REQUIRE(bb::tracer::start_trace_sampling(o, &held));
+  CHECK_FALSE(bb::tracer::start_trace_sampling(o, &held));  // once
+  auto a = at::ones({5, 11}), b = at::ones({5, 11});
+  uint64_t subs = 0;
+  auto sub_for = [&](std::chrono::milliseconds d) {
+    for (auto end = std::chrono::steady_clock::now() + d; std::chrono::steady_clock::now() < end;)
+      for (int k = 0; k < 100; ++k, ++subs) at::sub(a, b);
+  };
+  sub_for(std::chrono::milliseconds(400));  // held: every call traced however stable
+  CHECK(sampled_switches() == 0);
+  CHECK(estimated("aten::sub.Tensor", {5, 11}).count == subs);
+  g_hold = false;
+  for (int k = 0; k < 100 && sampled_switches() == 0; ++k) sub_for(std::chrono::milliseconds(50));
+  REQUIRE(sampled_switches() == 1);
+  sub_for(std::chrono::milliseconds(1500));
+  // A signature first seen while sampling, made often enough to be sampled.
+  auto c = at::ones({3, 13});
+  const uint64_t muls = 40000;
+  for (uint64_t k = 0; k < muls; ++k) at::mul(c, c);
+  const TraceEntry sub = estimated("aten::sub.Tensor", {5, 11}), mul = estimated("aten::mul.Tensor", {3, 13});
+  INFO("sub: " << sub.count << " estimated, " << sub.seen << " seen, " << subs << " made; mul: " << mul.count
+               << " estimated, " << mul.seen << " seen, " << muls << " made");
+  CHECK(sub.seen > 0);
+  CHECK(sub.seen < subs);
+  CHECK(std::abs(static_cast<double>(sub.count) / static_cast<double>(subs) - 1) < 0.05);
+  CHECK(mul.seen > 0);
+  CHECK(mul.seen < muls / 4);
+  CHECK(std::abs(static_cast<double>(mul.count) / static_cast<double>(muls) - 1) < 0.10);
+  // Held again (device timing, routing): every call is traced and counted exactly.
+  g_hold = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto d = at::ones({7, 2});
+  for (int k = 0; k < 300; ++k) at::div(d, d);
+  const TraceEntry div = estimated("aten::div.Tensor", {7, 2});
+  CHECK(div.count == 300);
+  CHECK(div.seen == 0);
+  const auto info = bb::tracer::sampled_tracing()->info;
+  CHECK(info.sampled_s > 1.0);
+  REQUIRE(info.events.size() >= 2);
+  CHECK(info.events.back().what == "every call: device timing or routing needs every call");
 }

@@ -148,7 +148,7 @@ TEST_CASE("a broken config file is reported with its position and ignored") {
   CHECK(c.problems[0] == "config error: " + dir +
                              "/bb.yaml:2:1: unknown key 'flush_secnds' (expected disable, "
                              "trace, log, flush_seconds, max_signatures, int_ranges, device_time, device_time_calls, "
-                             "device_time_refresh, device_time_sample, timeline, "
+                             "device_time_refresh, device_time_sample, trace_sample, timeline, "
                              "timeline_max_events, "
                              "backend, policy, summary); the file "
                              "is ignored");

@@ -92,3 +92,25 @@ TEST_CASE("a signature none of whose calls was timed gets the device time of tho
   print_summary(t, "x.yaml", {10, 0}, out);  // the op's total: 21000 + 12000 ns, estimated
   CHECK(out.str().find("~0.033") != std::string::npos);
 }
+
+TEST_CASE("counts extrapolated by sampled tracing are marked, and so is the device time built on them") {
+  auto t = bb::test::sample_trace();  // add.Tensor: 7 calls, all timed
+  t.ops[0].seen = 3;
+  bb::trace::TracingInfo tr;
+  tr.sampled = "1 call in 16, at random, once the signatures seen are stable";
+  tr.calls_seen = 6;
+  tr.full_s = 1.5;
+  tr.sampled_s = 2.25;
+  t.meta.tracing = tr;
+  std::ostringstream out;
+  bb::trace::print_summary(t, "x.yaml", {10, 2}, out);
+  const std::string s = out.str();
+  CHECK(s.find("tracing: sampled, 1 call in 16, at random, once the signatures seen are stable; 6 of ~10 calls "
+               "seen; every call traced 1.50 s, sampled 2.25 s") != std::string::npos);
+  CHECK(s.find("~10 calls, 3 signatures") != std::string::npos);
+  CHECK(s.find("~: extrapolated from the calls sampled tracing saw") != std::string::npos);
+  CHECK(s.find("aten::add.Tensor                                    ~7") != std::string::npos);
+  CHECK(s.find("test::every_kind                                     3") != std::string::npos);  // exact
+  CHECK(s.find("       ~7  aten::add.Tensor(") != std::string::npos);
+  CHECK(s.find("~0.021") != std::string::npos);  // its device total rests on the extrapolated count
+}

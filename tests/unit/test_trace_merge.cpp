@@ -136,3 +136,25 @@ TEST_CASE("merged estimates: sampled parts' estimates summed, a part estimated f
   CHECK_FALSE(d.from_similar);
   CHECK(estimated_ns(m.ops[0]) == d.estimated_total_ns);
 }
+
+TEST_CASE("a process that sampled its tracing: the merged counts say how many calls were seen") {
+  Trace r0 = rank_trace(0), r1 = rank_trace(1);  // add.Tensor: 7 and 9 calls
+  r1.ops[0].seen = 2;                            // rank 1 saw 2 of its 9
+  TracingInfo tr;
+  tr.sampled = "1 call in 16, at random, once the signatures seen are stable";
+  tr.calls_seen = 4;
+  tr.full_s = 1;
+  tr.sampled_s = 2;
+  tr.to_sampled = 1;
+  tr.scale = 16;
+  r1.meta.tracing = tr;
+  const Trace m = merge_traces({r0, r1}, {"a.yaml", "b.yaml"});
+  CHECK(m.ops[0].count == 16);
+  CHECK(m.ops[0].seen == 7 + 2);  // rank 0 traced every call
+  CHECK(m.ops[1].seen == 0);      // exact in both
+  REQUIRE(m.meta.tracing);
+  CHECK(m.meta.tracing->calls_seen == r0.meta.calls + 4);
+  CHECK(m.meta.tracing->scale == 16);
+  CHECK(m.meta.tracing->sampled == tr.sampled);
+  CHECK(!merge_traces({r0, rank_trace(1)}, {"a.yaml", "b.yaml"}).meta.tracing);
+}

@@ -260,3 +260,24 @@ TEST_CASE("extrapolated totals and the timing mode read back as written") {
                  "max_ns: 5, estimated_total_ns: 10, from_similar: true}}\n")
             .find("from_similar needs calls: 0 and an estimated_total_ns") != std::string::npos);
 }
+
+TEST_CASE("sampled tracing's extrapolated counts and meta.tracing read back as written") {
+  auto t = bb::test::sample_trace();
+  t.ops[0].seen = 3;  // 7 calls, 3 of them seen
+  bb::trace::TracingInfo tr;
+  tr.sampled = "1 call in 16, at random, once the signatures seen are stable";
+  tr.calls_seen = 6;
+  tr.full_s = 1.25;
+  tr.sampled_s = 30.5;
+  tr.to_sampled = 2;
+  tr.scale = 16;
+  tr.events = {{812345.25, "sampled: 0 new signatures in the last 5000 calls"}};
+  t.meta.tracing = tr;
+  const std::string text = bb::trace::to_yaml(t);
+  CHECK(text.find("    seen: 3\n") != std::string::npos);
+  CHECK(text.find("  tracing:\n    sampled: \"1 call in 16") != std::string::npos);
+  REQUIRE(parse_trace(text, "memory") == t);
+  CHECK(error_of(std::string(kHeader) + "  - {op: aten::relu, count: 2, seen: 3, args: []}\n") ==
+        "4:38: seen exceeds count (count is the calls seen and extrapolated)");
+  CHECK(error_of("version: 1\nmeta:\n  tracing: [1]\n") == "3:12: expected tracing to be a map");
+}

@@ -92,6 +92,11 @@ class CuptiSession {
   // when collecting. Says once, through `warn`, why not.
   bool start(const std::string& conflict);
   bool active() const { return active_.load(std::memory_order_relaxed); }
+  // Collecting, and every op call's start must reach op_start: every call is timed, or a window is
+  // open (sampled tracing may switch the tracer off only otherwise).
+  bool needs_every_call() const {
+    return active() && (!sampling_.enabled() || (epoch_.load(std::memory_order_relaxed) & 1) != 0);
+  }
 
   // Around each op call, on its thread. op_start returns true when it pushed an id; then op_end
   // must follow on the same thread (it pops even after timing stopped, to keep CUPTI's stack whole).

@@ -114,6 +114,8 @@ std::vector<TraceEntry> merge_entries(const std::vector<Trace>& traces, const Me
         out.back().entry.device_time.reset();
       } else {
         TraceEntry& m = out[it->second].entry;
+        // Calls seen: where any part sampled its tracing, the others' exact counts were all seen.
+        if (m.seen || e.seen) m.seen = (m.seen ? m.seen : m.count) + (e.seen ? e.seen : e.count);
         m.count += e.count;
         m.nested += e.nested;
         m.with_children += e.with_children;
@@ -192,6 +194,40 @@ std::optional<DeviceTiming> merge_timing(const std::vector<Trace>& traces) {
   return out;
 }
 
+// Sampled tracing of any process: the seconds and calls added up (a process that traced every call
+// counts all its calls as seen); its settings as each process said them.
+std::optional<TracingInfo> merge_tracing(const std::vector<Trace>& traces) {
+  std::optional<TracingInfo> out;
+  for (const auto& t : traces)
+    if (t.meta.tracing) out = TracingInfo{};
+  if (!out) return out;
+  std::set<std::string> sampled;
+  for (const auto& t : traces) {
+    if (!t.meta.tracing) {
+      out->calls_seen += t.meta.calls;
+      continue;
+    }
+    const TracingInfo& x = *t.meta.tracing;
+    sampled.insert(x.sampled);
+    out->calls_seen += x.calls_seen;
+    out->full_s += x.full_s;
+    out->sampled_s += x.sampled_s;
+    out->to_sampled += x.to_sampled;
+    for (TimingEvent e : x.events) {
+      if (traces.size() > 1 && t.meta.pid) e.what = "pid " + std::to_string(t.meta.pid) + ": " + e.what;
+      out->events.push_back(std::move(e));
+    }
+  }
+  std::stable_sort(out->events.begin(), out->events.end(),
+                   [](const TimingEvent& a, const TimingEvent& b) { return a.t < b.t; });
+  for (const auto& x : sampled) out->sampled += (out->sampled.empty() ? "" : "; ") + x;
+  if (sampled.size() == 1) {  // the processes agree on what a sampled call stands for
+    for (const auto& t : traces)
+      if (t.meta.tracing) out->scale = t.meta.tracing->scale;
+  }
+  return out;
+}
+
 ProcessInfo process_of(const Trace& t, const std::string& file) {
   const TraceMeta& m = t.meta;
   return {file, m.pid, m.rank, m.hostname, m.status, m.created, m.updated, m.argv, m.devices, m.calls};
@@ -230,6 +266,7 @@ TraceMeta merge_meta(const std::vector<Trace>& traces, const std::vector<std::st
     else
       m.merged_from.insert(m.merged_from.end(), t.merged_from.begin(), t.merged_from.end());  // merged before
   }
+  m.tracing = merge_tracing(traces);
   m.device_timing = merge_timing(traces);
   return m;
 }

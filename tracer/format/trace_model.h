@@ -95,11 +95,14 @@ struct KernelCount {
 };
 
 struct TraceEntry {
-  std::string op;                         // full overload name: aten::add.Tensor, aten::relu (default overload)
-  uint64_t count = 0;                     // calls with exactly this signature
-  uint64_t nested = 0;                    // of those, calls made from inside another op
-  uint64_t with_children = 0;             // of those, calls that themselves called other ops
-  uint64_t routed = 0;                    // of those, calls a generated kernel handled (routing)
+  std::string op;              // full overload name: aten::add.Tensor, aten::relu (default overload)
+  uint64_t count = 0;          // calls with exactly this signature
+  uint64_t nested = 0;         // of those, calls made from inside another op
+  uint64_t with_children = 0;  // of those, calls that themselves called other ops
+  uint64_t routed = 0;         // of those, calls a generated kernel handled (routing)
+  // Sampled tracing: the calls actually seen; count (and nested, with_children) are then extrapolated
+  // from them. 0: every call was seen and the counts are exact.
+  uint64_t seen = 0;
   std::vector<ArgValue> args;             // in schema order
   std::optional<DeviceTime> device_time;  // when measured
   std::vector<KernelCount> kernels;       // what its calls launched, most launches first
@@ -157,6 +160,22 @@ struct ProcessInfo {
   bool operator==(const ProcessInfo& o) const;
 };
 
+// Sampled tracing (BB_TRACE_SAMPLE): every call traced until the signatures seen were stable, then
+// one call in `scale` at random, each standing for `scale` calls (tracer/trace_sampling.h).
+struct TracingInfo {
+  std::string sampled;              // "1 call in 16, at random, once the signatures seen are stable ..."
+  uint64_t calls_seen = 0;          // calls the tracer saw (meta.calls includes the extrapolated ones)
+  double full_s = 0;                // seconds every call was traced
+  double sampled_s = 0;             // seconds it was sampled
+  uint64_t to_sampled = 0;          // times tracing went from every call to sampling
+  double scale = 0;                 // the calls each sampled call stands for
+  std::vector<TimingEvent> events;  // switches and why, in order (the first 1000)
+  bool operator==(const TracingInfo& o) const {
+    return sampled == o.sampled && calls_seen == o.calls_seen && full_s == o.full_s && sampled_s == o.sampled_s &&
+           to_sampled == o.to_sampled && scale == o.scale && events == o.events;
+  }
+};
+
 struct TraceMeta {
   std::string tool;     // bbshim <version>
   std::string torch;    // torch.__version__ of the traced process
@@ -171,6 +190,7 @@ struct TraceMeta {
   std::vector<DeviceInfo> devices;
   uint64_t calls = 0;                         // traced op calls, all signatures
   uint64_t untraced_calls = 0;                // calls not recorded because the signature limit was reached
+  std::optional<TracingInfo> tracing;         // only when tracing was sampled (BB_TRACE_SAMPLE)
   std::optional<DeviceTiming> device_timing;  // processes that used CUDA
   std::vector<ProcessInfo> merged_from;       // a merged trace: its processes, in order
   bool operator==(const TraceMeta& o) const;

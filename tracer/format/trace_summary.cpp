@@ -15,6 +15,7 @@ struct OpTotals {
   std::string op;
   uint64_t calls = 0, top_level = 0, leaf = 0, routed = 0;
   size_t signatures = 0;
+  bool estimated = false;  // some of its counts are extrapolated from sampled tracing
 };
 
 std::vector<OpTotals> totals_by_op(const trace::Trace& t) {
@@ -27,6 +28,7 @@ std::vector<OpTotals> totals_by_op(const trace::Trace& t) {
     o.leaf += e.leaf();
     o.routed += e.routed;
     o.signatures += 1;
+    o.estimated = o.estimated || e.seen > 0;
   }
   std::vector<OpTotals> v;
   for (auto& [_, o] : by) v.push_back(o);
@@ -121,6 +123,11 @@ void print_header(const trace::Trace& t, const std::string& source, std::ostream
           << static_cast<double>(d->control_ns) / 1e6 << " ms" << std::defaultfloat;
     out << "\n";
   }
+  if (const auto& tr = m.tracing) {
+    out << "  tracing: sampled, " << tr->sampled << "; " << tr->calls_seen << " of ~" << m.calls
+        << " calls seen; every call traced " << std::fixed << std::setprecision(2) << tr->full_s << " s, sampled "
+        << tr->sampled_s << " s" << std::defaultfloat << "\n";
+  }
 }
 
 struct OpDeviceTime {
@@ -145,7 +152,7 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
     o.timed_ns += e.device_time->total_ns;
     const uint64_t ns = trace::estimated_ns(e);
     o.total_ns += ns;
-    o.estimated = o.estimated || e.device_time->estimated_total_ns > 0;
+    o.estimated = o.estimated || e.device_time->estimated_total_ns > 0 || e.seen > 0;
     all += ns;
     for (const auto& k : e.kernels) o.kernels[k.name] += k.launches;
   }
@@ -156,7 +163,7 @@ void print_device_time(const trace::Trace& t, size_t top, std::ostream& out) {
   for (const auto& o : v) estimated = estimated || o.estimated;
   out << "\ntop ops by device time (kernels, copies and sets each call launched itself"
       << (estimated ? "; ~: extrapolated to all calls from the timed ones, or from signatures equal but for "
-                      "float scalars where none was timed"
+                      "float scalars where none was timed, and to the calls sampled tracing did not see"
                     : "")
       << ")\n";
   out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls" << std::setw(10)
@@ -190,17 +197,20 @@ void print_summary(const trace::Trace& t, const std::string& source, const Summa
   auto ops = totals_by_op(t);
   uint64_t calls = 0;
   for (const auto& o : ops) calls += o.calls;
-  out << "  " << calls << " calls, " << t.ops.size() << " signatures, " << ops.size() << " ops";
+  const bool sampled = std::any_of(ops.begin(), ops.end(), [](const OpTotals& o) { return o.estimated; });
+  out << "  " << (sampled ? "~" : "") << calls << " calls, " << t.ops.size() << " signatures, " << ops.size() << " ops";
   if (t.meta.untraced_calls) out << ", " << t.meta.untraced_calls << " calls past the signature limit";
   out << "\n\n";
-  out << "top ops by calls (top-level: not called from another op; leaf: called no other op)\n";
+  out << "top ops by calls (top-level: not called from another op; leaf: called no other op"
+      << (sampled ? "; ~: extrapolated from the calls sampled tracing saw" : "") << ")\n";
   const bool routing = std::any_of(ops.begin(), ops.end(), [](const OpTotals& o) { return o.routed > 0; });
   out << "  " << std::left << std::setw(44) << "op" << std::right << std::setw(10) << "calls" << std::setw(7) << "sigs"
       << std::setw(11) << "top-level" << std::setw(10) << "leaf" << (routing ? "    routed" : "") << "\n";
   for (size_t k = 0; k < ops.size() && k < options.top; ++k) {
     const auto& o = ops[k];
-    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10) << o.calls << std::setw(7)
-        << o.signatures << std::setw(11) << o.top_level << std::setw(10) << o.leaf;
+    out << "  " << std::left << std::setw(44) << o.op << std::right << std::setw(10)
+        << (o.estimated ? "~" : "") + std::to_string(o.calls) << std::setw(7) << o.signatures << std::setw(11)
+        << o.top_level << std::setw(10) << o.leaf;
     if (routing) out << std::setw(10) << o.routed;
     out << "\n";
   }
@@ -212,7 +222,8 @@ void print_summary(const trace::Trace& t, const std::string& source, const Summa
   std::stable_sort(sigs.begin(), sigs.end(), [](auto* a, auto* b) { return a->count > b->count; });
   out << "\ntop signatures by calls\n";
   for (size_t k = 0; k < sigs.size() && k < options.signatures; ++k)
-    out << "  " << std::setw(8) << sigs[k]->count << "  " << sigs[k]->op << "(" << signature_text(*sigs[k]) << ")\n";
+    out << "  " << std::setw(8) << (sigs[k]->seen ? "~" : "") + std::to_string(sigs[k]->count) << "  " << sigs[k]->op
+        << "(" << signature_text(*sigs[k]) << ")\n";
 }
 
 }  // namespace bb::trace

@@ -149,6 +149,26 @@ void emit_processes(YAML::Emitter& out, const std::vector<ProcessInfo>& processe
   out << YAML::EndSeq;
 }
 
+void emit_events(YAML::Emitter& out, const std::vector<TimingEvent>& events) {
+  out << YAML::Key << "events" << YAML::Value << YAML::BeginSeq;
+  for (const auto& e : events)
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "t" << YAML::Value << YAML::Precision(15) << e.t << YAML::Key
+        << "what" << YAML::Value << YAML::DoubleQuoted << e.what << YAML::EndMap;
+  out << YAML::EndSeq;
+}
+
+void emit_tracing(YAML::Emitter& out, const TracingInfo& t) {
+  out << YAML::Key << "tracing" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "sampled" << YAML::Value << YAML::DoubleQuoted << t.sampled;
+  out << YAML::Key << "calls_seen" << YAML::Value << t.calls_seen;
+  out << YAML::Key << "full_s" << YAML::Value << YAML::Precision(6) << t.full_s;
+  out << YAML::Key << "sampled_s" << YAML::Value << YAML::Precision(6) << t.sampled_s;
+  out << YAML::Key << "to_sampled" << YAML::Value << t.to_sampled;
+  out << YAML::Key << "scale" << YAML::Value << YAML::Precision(6) << t.scale;
+  if (!t.events.empty()) emit_events(out, t.events);
+  out << YAML::EndMap;
+}
+
 void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
   out << YAML::Key << "meta" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "tool" << YAML::Value << YAML::DoubleQuoted << m.tool;
@@ -173,6 +193,7 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
   out << YAML::EndSeq;
   out << YAML::Key << "calls" << YAML::Value << m.calls;
   out << YAML::Key << "untraced_calls" << YAML::Value << m.untraced_calls;
+  if (m.tracing) emit_tracing(out, *m.tracing);
   if (const auto& d = m.device_timing) {
     out << YAML::Key << "device_timing" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "status" << YAML::Value << YAML::DoubleQuoted << d->status;
@@ -189,13 +210,7 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
       out << YAML::Key << "control_ns" << YAML::Value << d->control_ns;
       if (d->mode == "first-calls") out << YAML::Key << "signatures_short" << YAML::Value << d->signatures_short;
     }
-    if (!d->events.empty()) {
-      out << YAML::Key << "events" << YAML::Value << YAML::BeginSeq;
-      for (const auto& e : d->events)
-        out << YAML::Flow << YAML::BeginMap << YAML::Key << "t" << YAML::Value << YAML::Precision(15) << e.t
-            << YAML::Key << "what" << YAML::Value << YAML::DoubleQuoted << e.what << YAML::EndMap;
-      out << YAML::EndSeq;
-    }
+    if (!d->events.empty()) emit_events(out, d->events);
     if (d->cupti_overhead_records) {
       out << YAML::Key << "cupti_overhead_ns" << YAML::Value << d->cupti_overhead_ns;
       out << YAML::Key << "cupti_overhead_records" << YAML::Value << d->cupti_overhead_records;
@@ -219,6 +234,7 @@ void emit_entry(YAML::Emitter& out, const TraceEntry& e) {
   out << YAML::Key << "nested" << YAML::Value << e.nested;
   out << YAML::Key << "with_children" << YAML::Value << e.with_children;
   if (e.routed) out << YAML::Key << "routed" << YAML::Value << e.routed;
+  if (e.seen) out << YAML::Key << "seen" << YAML::Value << e.seen;
   out << YAML::Key << "args" << YAML::Value;
   if (e.args.empty()) out << YAML::Flow;
   out << YAML::BeginSeq;
@@ -360,6 +376,8 @@ class Reader : public yaml::Reader {
     if (e.with_children > e.count) fail(n["with_children"], "with_children exceeds count");
     e.routed = optional<uint64_t>(n, "routed", 0, "a non-negative integer");
     if (e.routed > e.count) fail(n["routed"], "routed exceeds count");
+    e.seen = optional<uint64_t>(n, "seen", 0, "a non-negative integer");
+    if (e.seen > e.count) fail(n["seen"], "seen exceeds count (count is the calls seen and extrapolated)");
     if (YAML::Node args = n["args"]) {
       if (!args.IsSequence()) fail(args, "expected a list of arguments");
       for (const auto& a : args) e.args.push_back(arg(a));
@@ -448,6 +466,18 @@ class Reader : public yaml::Reader {
     if (YAML::Node d = n["devices"]) m.devices = devices(d);
     m.calls = optional<uint64_t>(n, "calls", 0, "a non-negative integer");
     m.untraced_calls = optional<uint64_t>(n, "untraced_calls", 0, "a non-negative integer");
+    if (YAML::Node d = n["tracing"]) {
+      if (!d.IsMap()) fail(d, "expected tracing to be a map");
+      TracingInfo t;
+      t.sampled = optional<std::string>(d, "sampled", "", "a string");
+      t.calls_seen = optional<uint64_t>(d, "calls_seen", 0, "a non-negative integer");
+      t.full_s = optional<double>(d, "full_s", 0.0, "a number of seconds");
+      t.sampled_s = optional<double>(d, "sampled_s", 0.0, "a number of seconds");
+      t.to_sampled = optional<uint64_t>(d, "to_sampled", 0, "a non-negative integer");
+      t.scale = optional<double>(d, "scale", 0.0, "a number");
+      if (YAML::Node e = d["events"]) t.events = events(e);
+      m.tracing = t;
+    }
     if (YAML::Node d = n["device_timing"]) {
       if (!d.IsMap()) fail(d, "expected device_timing to be a map");
       DeviceTiming t;
