@@ -11,7 +11,11 @@ torch.profiler(record_shapes=True) without the preload, and the preload routing 
 sample backend under a policy whose condition is false for these calls (tracing off: the cost of
 deciding not to route), and no preload but one empty RecordFunction callback that asks for every op's
 inputs (rf-floor: build/lib/libbb_bench_rf_floor.so loaded after torch, the floor of any tracer built on
-RecordFunction; shapes-only minus rf-floor is bbshim's own tracing) — a fresh process measures:
+RecordFunction; shapes-only minus rf-floor is bbshim's own tracing), and the same callback asking for
+no inputs (rf-names: what observing every op by name costs without boxing its arguments), and sampled
+tracing (BB_TRACE_SAMPLE=16 unless --trace-sample says otherwise: one call in N traced once the signatures
+are stable) without device timing (shapes-sampled) and with first-calls device timing
+(traced-first-sampled) — a fresh process measures:
   * per-op time of a tight loop of a tiny op (torch.add on 1-element tensors), best of several runs,
     each at least --op-seconds long (a whole number of sampling periods: a short run could fall
     between two windows of sampled timing and time nothing);
@@ -19,12 +23,16 @@ RecordFunction; shapes-only minus rf-floor is bbshim's own tracing) — a fresh 
     --model gpt2|llama|bert, bf16 autocast on CUDA, AdamW), median, and the mean of every step after the
     first (the steps whose calls were timed included). --op-seconds 0 leaves the tiny op out.
 Configurations run interleaved, --rounds times, each round in fresh processes. Per-op time is the best
-over rounds (noise only ever adds time to a tight loop); step time is the median over rounds.
+over rounds (noise only ever adds time to a tight loop); step time is the median over rounds. With
+--ab PAIRS each process then runs PAIRS pairs of steps with RecordFunction on and off
+(torch.autograd._enable_record_function; ABBA order): the median ratio is what the RecordFunction-based
+tracing costs in that very process, free of the noise between processes (the "A/B x" column, median
+over rounds; about 1.0 for none, which is the check).
 
-With both traced and traced-first on CUDA, each round also compares their traces: the share of the
-signatures that launched device work (in traced's trace) with at least 3 timed calls in traced-first's
-(of all of them, and of those called at least 3 times), and each op's device time extrapolated from
-traced-first's timed calls against traced's total. For the sampled configurations it prints, per
+With traced and traced-first (or traced-first-sampled) on CUDA, each round also compares their traces:
+the share of the signatures that launched device work (in traced's trace) with at least 3 timed calls in
+the other's (of all of them, and of those called at least 3 times), and each op's device time
+extrapolated from the other's timed calls (and, sampled, counts) against traced's total. For the sampled configurations it prints, per
 round on stderr, what CUPTI was doing during each step (from the trace's timing events: window open,
 attached with records off, detached) and why each window closed, so that a slow step can be told
 apart from a slow mechanism.
@@ -44,8 +52,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "rf-floor", "traced", "traced-first", "traced-sampled", "shapes-only", "cupti-kernels",
-           "profiler", "route-unmet"]
+CONFIGS = ["none", "disabled", "rf-floor", "rf-names", "traced", "traced-first", "traced-first-sampled", "traced-sampled",
+           "shapes-only", "shapes-sampled", "cupti-kernels", "profiler", "route-unmet"]
+COMPARED = ["traced-first", "traced-first-sampled"]  # against traced, on CUDA
 MODELS = ["small", "gpt2", "llama", "bert"]
 SAMPLE = "100/1000"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
@@ -134,7 +143,7 @@ def step_ms(step, device, steps, warmup):
 def worker(args):
     """One configuration in this process; prints one JSON line."""
     import torch
-    if args.config == "rf-floor":
+    if args.config in ("rf-floor", "rf-names"):
         import ctypes
         ctypes.CDLL(str(Path(args.build) / "lib" / "libbb_bench_rf_floor.so"))
     step = make_step(args.model, args.device, args.batch, args.seq)
@@ -151,8 +160,42 @@ def worker(args):
             op_us, (ms, mean, times, spans) = measure()
     else:
         op_us, (ms, mean, times, spans) = measure()
-    print(json.dumps({"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean,
-                      "steps_ms": times, "steps_at": spans, "torch": torch.__version__}))
+    out = {"config": args.config, "op_us": op_us, "step_ms": ms, "step_ms_mean": mean, "steps_ms": times,
+           "steps_at": spans, "torch": torch.__version__}
+    if args.ab:
+        out["ab"] = ab_steps(step, args.device, args.ab)
+    print(json.dumps(out))
+
+
+def ab_steps(step, device, pairs):
+    """The same process's steps with RecordFunction on (A) and off (B: no callback runs, as without any
+    tracer), in pairs ordered ABBA: the ratio of each pair's A to its B, and its median. Between
+    processes this host's step time moves by more than the costs at stake; within one it does not."""
+    import torch
+    from torch.autograd import _enable_record_function
+
+    def one(on):
+        _enable_record_function(on)
+        try:
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            return (time.perf_counter() - t0) * 1e3
+        finally:
+            _enable_record_function(True)
+
+    ratios, on_ms, off_ms = [], [], []
+    for k in range(pairs):
+        order = (True, False) if k % 2 == 0 else (False, True)
+        t = {o: one(o) for o in order}
+        on_ms.append(t[True])
+        off_ms.append(t[False])
+        ratios.append(t[True] / t[False])
+    return {"ratio": statistics.median(ratios), "ratios": ratios, "on_ms": statistics.median(on_ms),
+            "off_ms": statistics.median(off_ms)}
 
 
 def cupti_per_step(events, spans):
@@ -187,18 +230,24 @@ def cupti_per_step(events, spans):
 
 def run_config(args, config):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
-    if config in ("disabled", "traced", "traced-first", "traced-sampled", "shapes-only", "cupti-kernels",
-                  "route-unmet"):
+    if config in ("disabled", "traced", "traced-first", "traced-first-sampled", "traced-sampled", "shapes-only",
+                  "shapes-sampled", "cupti-kernels", "route-unmet"):
         env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
         env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
     if config == "disabled":
         env["BB_DISABLE"] = "1"
     if config == "shapes-only":  # tracing without CUPTI device timing
         env["BB_DEVICE_TIME"] = "0"
-    if config == "traced-first":
+    if config in ("traced-first", "traced-first-sampled"):
         env["BB_DEVICE_TIME"] = "first"
+    if config in ("shapes-sampled", "traced-first-sampled"):
+        env["BB_TRACE_SAMPLE"] = str(args.trace_sample)
+    if config == "shapes-sampled":
+        env["BB_DEVICE_TIME"] = "0"
     if config == "traced-sampled":
         env["BB_DEVICE_TIME_SAMPLE"] = args.sample
+    if config == "rf-names":  # the floor's callback without inputs: RecordFunction without boxing
+        env["BB_RF_FLOOR_INPUTS"] = "0"
     if config == "cupti-kernels":  # CUPTI's kernel records without tying them to ops: CUPTI's own share
         env["BB_CUPTI_MODE"] = "kernels-only"
     if config == "route-unmet":
@@ -213,10 +262,12 @@ def run_config(args, config):
         sys.exit(f"{config} failed:\n{r.stderr}")
     result = json.loads(r.stdout.strip().splitlines()[-1])
     trace = env.get("BB_TRACE", "off")
-    if config.startswith("traced") and args.device == "cuda" and os.path.exists(trace):
+    sampled = "BB_TRACE_SAMPLE" in env
+    if (sampled or config.startswith("traced") and args.device == "cuda") and os.path.exists(trace):
         import yaml  # what device timing did: a run that timed nothing must not pass as cheap
         t = yaml.load(Path(trace).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         result["device_timing"] = t["meta"].get("device_timing")
+        result["tracing"] = t["meta"].get("tracing")  # sampled tracing: when it sampled, and why not
         result["signatures"] = signature_times(t)
         os.unlink(trace)
     return result
@@ -258,28 +309,28 @@ def compare_timing(sampled, full, min_share=0.01):
             "op_deviation": devs, "total_deviation": sum(ops_est.values()) / everything - 1}
 
 
-def compared(rounds, device):
-    """How many rounds have both traced and traced-first (on CUDA) to compare."""
-    if device != "cuda" or "traced" not in rounds or "traced-first" not in rounds:
+def compared(rounds, device, config):
+    """How many rounds have both traced and config (on CUDA) to compare."""
+    if device != "cuda" or "traced" not in rounds or config not in rounds:
         return 0
-    return min(len(rounds["traced"]), len(rounds["traced-first"]))
+    return min(len(rounds["traced"]), len(rounds[config]))
 
 
-def compare_round(rounds, r):
-    a, b = rounds["traced-first"][r], rounds["traced"][r]
+def compare_round(rounds, r, config):
+    a, b = rounds[config][r], rounds["traced"][r]
     if "signatures" not in a or "signatures" not in b:
         return None
     return compare_timing(a["signatures"], b["signatures"])
 
 
-def describe_comparison(r, cmp):
+def describe_comparison(r, cmp, config):
     if not cmp:
-        return f"round {r + 1}: no traces to compare"
+        return f"round {r + 1}, {config}: no traces to compare"
     devs = sorted(cmp["op_deviation"].items(), key=lambda kv: -abs(kv[1]))
-    return (f"round {r + 1}: of {cmp['signatures']} signatures with device work, {cmp['with_device_time']} have a "
+    return (f"round {r + 1}, {config}: of {cmp['signatures']} signatures with device work, {cmp['with_device_time']} have a "
             f"device time and {cmp['with_3_timed']} >= 3 timed calls ({100 * cmp['coverage']:.1f}%); of the "
             f"{cmp['called_3_times']} called >= 3 times, {cmp['called_3_times_with_3_timed']}; per-op totals, "
-            f"first calls extrapolated vs every call, over {len(devs)} ops with >= 1% of device time: largest "
+            f"{config} extrapolated vs every call, over {len(devs)} ops with >= 1% of device time: largest "
             + (f"{devs[0][0]} {100 * devs[0][1]:+.2f}%" if devs else "-")
             + (f", median |dev| {100 * statistics.median(abs(v) for _, v in devs):.2f}%" if devs else "")
             + f"; all ops together {100 * cmp['total_deviation']:+.2f}%")
@@ -316,7 +367,12 @@ def main():
     p.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, comma-separated "
                    f"(default: all of {','.join(CONFIGS)}; none is always measured)")
     p.add_argument("--sample", default=SAMPLE, help=f"BB_DEVICE_TIME_SAMPLE of traced-sampled (default {SAMPLE})")
+    p.add_argument("--trace-sample", type=int, default=16,
+                   help="BB_TRACE_SAMPLE of shapes-sampled and traced-first-sampled (default 16)")
     p.add_argument("--cpus", help="run every configuration on these CPUs only (taskset's list form: 4-7 or 2,3)")
+    p.add_argument("--ab", type=int, default=0, metavar="PAIRS",
+                   help="after the steps, PAIRS pairs of steps in the same process with RecordFunction on and off "
+                   "(ABBA): what tracing costs without the noise between processes")
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--config", choices=CONFIGS, help=argparse.SUPPRESS)
@@ -336,7 +392,8 @@ def main():
 
     args.passthrough = ["--device", args.device, "--model", args.model, "--batch", str(args.batch),
                         "--seq", str(args.seq), "--op-seconds", str(args.op_seconds), "--reps", str(args.reps),
-                        "--steps", str(args.steps), "--warmup", str(args.warmup), "--build", args.build]
+                        "--steps", str(args.steps), "--warmup", str(args.warmup), "--build", args.build,
+                        "--ab", str(args.ab)]
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         args.tmp = tmp
@@ -359,12 +416,22 @@ def main():
                         closes = [e["what"] for e in d["events"] if not e["what"].startswith("open")]
                         print("  closes and detaches: " + "; ".join(closes[:30])
                               + (f"; ... ({len(closes)} in all)" if len(closes) > 30 else ""), file=sys.stderr)
+                if x.get("ab"):
+                    print(f"  A/B in this process (RecordFunction on / off), {len(x['ab']['ratios'])} pairs: median "
+                          f"{x['ab']['ratio']:.3f} ({x['ab']['on_ms']:.2f} / {x['ab']['off_ms']:.2f} ms)",
+                          file=sys.stderr)
                 if c != "none" and x.get("steps_ms") and rounds["none"]:  # which steps paid: all, or a few?
                     ref = rounds["none"][-1]["step_ms"]
                     print(f"  steps / this round's none median: "
                           + " ".join(f"{t / ref:.2f}" for t in x["steps_ms"]), file=sys.stderr)
-            if c in ("traced", "traced-first") and compared(rounds, args.device) > r:  # coverage, as it goes
-                print(describe_comparison(r, compare_round(rounds, r)), file=sys.stderr)
+                tr = x.get("tracing")
+                if tr:
+                    print(f"  tracing: {tr.get('calls_seen')} calls seen; every call traced {tr.get('full_s', 0):.2f} s, "
+                          f"sampled {tr.get('sampled_s', 0):.2f} s; "
+                          + "; ".join(e["what"] for e in (tr.get("events") or [])[:10]), file=sys.stderr)
+            for c in COMPARED:  # coverage, as it goes
+                if compared(rounds, args.device, c) > r:
+                    print(describe_comparison(r, compare_round(rounds, r, c), c), file=sys.stderr)
 
     tiny = args.op_seconds > 0
     med = {c: {"op_us": min(x["op_us"] for x in rounds[c]) if tiny else None,
@@ -384,14 +451,16 @@ def main():
            f"process, best over {args.rounds} rounds (median in brackets); " if tiny else "")
           + f"step: {model}, median of {args.steps} steps after {args.warmup} + 1 more, median over "
           f"{args.rounds} rounds; mean: of all {args.warmup + args.steps} steps after the first")
-    print(f"{'config':<16}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}"
-          f"{'mean ms':>10}{'mean x':>8}")
+    ab = args.ab > 0
+    print(f"{'config':<22}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}"
+          f"{'mean ms':>10}{'mean x':>8}" + (f"{'A/B x':>8}" if ab else ""))
     for c in configs:
         m = med[c]
         op = (f"{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
               f"{m['op_us'] - base['op_us']:>+10.2f}") if tiny else f"{'-':>8}{'':>10}{'':>10}"
-        print(f"{c:<16}{op}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}"
-              f"{m['step_ms_mean']:>10.2f}{m['step_ms_mean'] / base['step_ms_mean']:>8.3f}")
+        print(f"{c:<22}{op}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}"
+              f"{m['step_ms_mean']:>10.2f}{m['step_ms_mean'] / base['step_ms_mean']:>8.3f}"
+              + (f"{statistics.median(x['ab']['ratio'] for x in rounds[c]):>8.3f}" if ab else ""))
     prof_cost = med["profiler"]["op_us"] - base["op_us"] if tiny and "profiler" in med else 0
     ours = med["traced"]["op_us"] - base["op_us"] if tiny and "traced" in med else 0
     if prof_cost > 0 and "traced" in med:
@@ -400,7 +469,7 @@ def main():
         sampled = med["traced-sampled"]["op_us"] - base["op_us"]
         print(f"tracing with sampled device timing ({args.sample} ms) costs {sampled / prof_cost:.2f}x the profiler's "
               f"per-op overhead")
-    for c in ("traced-first", "traced-sampled"):
+    for c in ("traced-first", "traced-first-sampled", "traced-sampled"):
         for x in rounds.get(c, [])[-1:]:
             d = x.get("device_timing")
             if not d:
@@ -410,11 +479,12 @@ def main():
                   f"{d.get('calls_timed')}, cut {d.get('cut_calls')}, attaching/detaching "
                   f"{(d.get('control_ns') or 0) / 1e6:.1f} ms, CUPTI's overhead records "
                   f"{(d.get('cupti_overhead_ns') or 0) / 1e6:.1f} ms")
-    comparisons = [compare_round(rounds, r) for r in range(compared(rounds, args.device))]
-    for r, cmp in enumerate(comparisons):
-        if cmp:
-            print(describe_comparison(r, cmp))
-    comparisons = [c for c in comparisons if c]
+    comparisons = {c: [compare_round(rounds, r, c) for r in range(compared(rounds, args.device, c))] for c in COMPARED}
+    for c in COMPARED:
+        for r, cmp in enumerate(comparisons[c]):
+            if cmp:
+                print(describe_comparison(r, cmp, c))
+    comparisons = {c: [x for x in cmps if x] for c, cmps in comparisons.items() if cmps}
     if args.json:
         for rs in rounds.values():  # the per-signature lists made the comparisons above; too long to keep
             for x in rs:
