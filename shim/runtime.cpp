@@ -27,6 +27,7 @@ namespace {
 
 std::atomic<TraceWriter*> g_writer{nullptr};
 pid_t g_owner_pid = 0;
+std::string* g_summary_path = nullptr;
 std::atomic<bool> g_routing{false};  // routing is on: its counts need every call traced
 
 // Sampled tracing's hold: every call must be traced while routing is on (a routed call is counted on
@@ -34,7 +35,6 @@ std::atomic<bool> g_routing{false};  // routing is on: its counts need every cal
 bool every_call_needed() {
   return g_routing.load(std::memory_order_relaxed) || tracer::device_timing_needs_every_call();
 }
-std::string* g_summary_path = nullptr;
 
 void write_routing_summary() {
   std::string summary = routing_summary();

@@ -1,9 +1,9 @@
 // Sampled tracing (BB_TRACE_SAMPLE=N): PyTorch boxes every op's arguments for a callback that asks for
 // them, and on launch-bound steps that alone costs 1.1-1.3x the step (docs/performance.md). So once
 // the signatures seen are stable, the tracer's callback is swapped for one that PyTorch runs for one
-// op call in N, chosen at random per call (RecordFunctionCallback::samplingProb: the calls not chosen
-// cost a counter decrement). Each call seen then stands for N calls: the counts are estimates without
-// bias, whatever each op costs. Time windows were tried first and were biased: tracing slows the
+// op call in N, chosen at random per call (RecordFunctionCallback::samplingProb: a call not chosen
+// costs a counter decrement, though PyTorch's sampling itself still costs a step 1-3%). Each call seen
+// then stands for N calls: the counts are estimates without bias, whatever each op costs. Time windows were tried first and were biased: tracing slows the
 // calls inside a window, cheap ops more than others, so windows saw too few of the cheap ones. Every
 // call is traced again while something needs it (device timing tying launches to ops, routing) and
 // when the sampled calls bring new signatures (the program changed what it does). The decisions are
@@ -34,9 +34,10 @@ class TraceSampler {
   using clock = std::chrono::steady_clock;
   TraceSampler(TraceSamplingOptions options, clock::time_point start);
 
-  // calls: traced so far (every one while tracing all, the sampled ones while sampling);
-  // signatures: distinct so far; hold: something needs every call traced now. Returns whether to
-  // sample from now on.
+  // calls: traced so far (every one while tracing all, the sampled ones while sampling); signatures:
+  // distinct so far, not counting those that differ from one seen only in float scalars' values
+  // (TraceStore::progress()); hold: something needs every call traced now. Returns whether to sample
+  // from now on.
   bool step(clock::time_point now, uint64_t calls, uint64_t signatures, bool hold);
 
   const TraceSamplingOptions& options() const { return options_; }
