@@ -32,10 +32,10 @@ over rounds; about 1.0 for none, which is the check).
 With traced and traced-first (or traced-first-sampled) on CUDA, each round also compares their traces:
 the share of the signatures that launched device work (in traced's trace) with at least 3 timed calls in
 the other's (of all of them, and of those called at least 3 times), and each op's device time
-extrapolated from the other's timed calls (and, sampled, counts) against traced's total. For the sampled configurations it prints, per
-round on stderr, what CUPTI was doing during each step (from the trace's timing events: window open,
-attached with records off, detached) and why each window closed, so that a slow step can be told
-apart from a slow mechanism.
+extrapolated from the other's timed calls (and, sampled, counts) against traced's total. For the
+sampled configurations it prints, per round on stderr, what CUPTI was doing during each step (from the
+trace's timing events: window open, attached with records off, detached) and why each window closed,
+so that a slow step can be told apart from a slow mechanism, and when tracing was sampled and why not.
 
     python3 scripts/bench_overhead.py                      # CPU, example model
     python3 scripts/bench_overhead.py --device cuda --model gpt2 --json out.json
@@ -52,8 +52,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "rf-floor", "rf-names", "traced", "traced-first", "traced-first-sampled", "traced-sampled",
-           "shapes-only", "shapes-sampled", "cupti-kernels", "profiler", "route-unmet"]
+CONFIGS = ["none", "disabled", "rf-floor", "rf-names", "traced", "traced-first", "traced-first-sampled",
+           "traced-sampled", "shapes-only", "shapes-sampled", "cupti-kernels", "profiler", "route-unmet"]
 COMPARED = ["traced-first", "traced-first-sampled"]  # against traced, on CUDA
 MODELS = ["small", "gpt2", "llama", "bert"]
 SAMPLE = "100/1000"
@@ -327,7 +327,8 @@ def describe_comparison(r, cmp, config):
     if not cmp:
         return f"round {r + 1}, {config}: no traces to compare"
     devs = sorted(cmp["op_deviation"].items(), key=lambda kv: -abs(kv[1]))
-    return (f"round {r + 1}, {config}: of {cmp['signatures']} signatures with device work, {cmp['with_device_time']} have a "
+    return (f"round {r + 1}, {config}: of {cmp['signatures']} signatures with device work, "
+            f"{cmp['with_device_time']} have a "
             f"device time and {cmp['with_3_timed']} >= 3 timed calls ({100 * cmp['coverage']:.1f}%); of the "
             f"{cmp['called_3_times']} called >= 3 times, {cmp['called_3_times_with_3_timed']}; per-op totals, "
             f"{config} extrapolated vs every call, over {len(devs)} ops with >= 1% of device time: largest "
@@ -426,8 +427,8 @@ def main():
                           + " ".join(f"{t / ref:.2f}" for t in x["steps_ms"]), file=sys.stderr)
                 tr = x.get("tracing")
                 if tr:
-                    print(f"  tracing: {tr.get('calls_seen')} calls seen; every call traced {tr.get('full_s', 0):.2f} s, "
-                          f"sampled {tr.get('sampled_s', 0):.2f} s; "
+                    print(f"  tracing: {tr.get('calls_seen')} calls seen; every call traced "
+                          f"{tr.get('full_s', 0):.2f} s, sampled {tr.get('sampled_s', 0):.2f} s; "
                           + "; ".join(e["what"] for e in (tr.get("events") or [])[:10]), file=sys.stderr)
             for c in COMPARED:  # coverage, as it goes
                 if compared(rounds, args.device, c) > r:

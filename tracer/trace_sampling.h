@@ -3,9 +3,9 @@
 // the signatures seen are stable, the tracer's callback is swapped for one that PyTorch runs for one
 // op call in N, chosen at random per call (RecordFunctionCallback::samplingProb: a call not chosen
 // costs a counter decrement, though PyTorch's sampling itself still costs a step 1-3%). Each call seen
-// then stands for N calls: the counts are estimates without bias, whatever each op costs. Time windows were tried first and were biased: tracing slows the
-// calls inside a window, cheap ops more than others, so windows saw too few of the cheap ones. Every
-// call is traced again while something needs it (device timing tying launches to ops, routing) and
+// then stands for N calls: the counts are estimates without bias, whatever each op costs. Time
+// windows were tried first and were biased: tracing slows the calls inside a window, cheap ops more
+// than others, so windows saw too few of the cheap ones. Every call is traced again while something needs it (device timing tying launches to ops, routing) and
 // when the sampled calls bring new signatures (the program changed what it does). The decisions are
 // here, without torch, so that they are tested as such; observer.cpp switches the callbacks.
 #pragma once
