@@ -301,6 +301,7 @@ bool start_trace_sampling(const TraceSamplingOptions& options, bool (*hold)()) {
   if (!store || !g_handle || !options.enabled()) return false;
   std::lock_guard<std::mutex> lock(g_sampler_mu);
   if (g_sampler) return false;
+  store->count_similar();
   g_sampled_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                                .needsInputs(true)
                                                .samplingProb(1.0 / options.every)

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "tracer/format/device_estimate.h"
 #include "tracer/format/op_name.h"
 
 namespace bb::tracer {
@@ -85,15 +86,14 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
       for (size_t i = 0; i < args.size(); ++i)
         r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
       new_devices = note_devices(r.args, devices_);
-      // A new shape for sampled tracing's stability test: not a variant of a known signature that differs
-      // only in float scalars' values (AdamW's step-dependent ones make a few of those every step).
-      trace::TraceEntry shape{op.name, 0, 0, 0, 0, 0, r.args, std::nullopt, {}};
-      for (auto& a : shape.args) {
-        a.f = 0;
-        a.c = 0;
-        std::fill(a.floats.begin(), a.floats.end(), 0.0);
+      if (count_similar_) {
+        // Sampled tracing's stability test: a variant of a known signature that differs only in float
+        // scalars' values (AdamW's step-dependent ones make a few of those every step) is not new.
+        trace::TraceEntry similar;
+        similar.op = op.name;
+        similar.args = r.args;
+        similar_.insert(trace::similar_key(std::move(similar)));
       }
-      shapes_.insert(trace::signature_key(shape));
       records_.push_back(std::move(r));
       it = signatures_.emplace(key, static_cast<uint32_t>(records_.size() - 1)).first;
     }
@@ -156,7 +156,7 @@ void TraceStore::detach(const SignatureTable* table) {
 
 TraceStore::Progress TraceStore::progress() const {
   std::lock_guard<std::mutex> lock(mu_);
-  Progress p{finished_calls_, shapes_.size()};
+  Progress p{finished_calls_, similar_.size()};
   for (const SignatureTable* t : tables_) p.calls += t->calls.load(std::memory_order_relaxed);
   return p;
 }

@@ -78,11 +78,16 @@ class TraceStore {
   Snapshot snapshot(double sampled_scale = 1.0) const;
 
   // Calls counted, and distinct signatures not counting those that differ only in float scalars'
-  // values, so far (sampled tracing's stability test).
+  // values (trace::similar_key()) since count_similar(), so far: sampled tracing's stability test.
   struct Progress {
     uint64_t calls = 0, signatures = 0;
   };
   Progress progress() const;
+  // From now on, keep the similar keys of new signatures (only sampled tracing asks: they cost memory).
+  void count_similar() {
+    std::lock_guard<std::mutex> lock(mu_);
+    count_similar_ = true;
+  }
 
  private:
   // A signature's counters as plain sums (Counters, signature_table.h).
@@ -109,8 +114,9 @@ class TraceStore {
   std::set<std::string> devices_;
   std::set<const SignatureTable*> tables_;
   uint64_t untraced_ = 0;
-  uint64_t finished_calls_ = 0;             // calls of threads that ended
-  std::unordered_set<std::string> shapes_;  // signature_key()s with float scalars zeroed
+  uint64_t finished_calls_ = 0;  // calls of threads that ended
+  bool count_similar_ = false;
+  std::unordered_set<std::string> similar_;  // trace::similar_key() of each signature since count_similar()
 };
 
 }  // namespace bb::tracer

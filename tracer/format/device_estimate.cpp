@@ -17,9 +17,6 @@ uint64_t estimated_ns(const TraceEntry& e) {
   return e.device_time->estimated_total_ns ? e.device_time->estimated_total_ns : e.device_time->total_ns;
 }
 
-namespace {
-
-// The signature with the values of its float scalars left out.
 std::string similar_key(TraceEntry e) {
   for (auto& a : e.args) {
     if (a.kind == ArgKind::Float || a.kind == ArgKind::Complex) {
@@ -31,6 +28,8 @@ std::string similar_key(TraceEntry e) {
   }
   return signature_key(e);
 }
+
+namespace {
 
 // The per-call medians of timed entries, weighted by their timed calls.
 uint64_t weighted_median(std::vector<std::pair<uint64_t, uint64_t>> medians) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tracer/format/trace_model.h"
@@ -17,6 +18,10 @@ uint64_t extrapolate(const DeviceTime& d, uint64_t count);
 // An entry's device time for all its calls: estimated_total_ns where the trace has one, else the total
 // of its timed calls (every call timed: the untimed ones launched nothing); 0 without a device time.
 uint64_t estimated_ns(const TraceEntry& e);
+
+// The signature's key (signature_key()) with the values of its float scalars left out (Float,
+// Complex, FloatList values; a list's length stays): equal for calls that differ only in such values.
+std::string similar_key(TraceEntry e);
 
 // Entries none of whose calls was timed get a device time from timed entries of the same op and the
 // same arguments but for the values of float scalars (Float, Complex, FloatList — a step-dependent
