@@ -134,4 +134,16 @@ inline trace::Trace sample_trace() {
   return t;
 }
 
+// What sampled tracing says of a run in meta.tracing, for the sample trace (10 calls, 6 of them seen).
+inline trace::TracingInfo sample_tracing() {
+  trace::TracingInfo tr;
+  tr.sampled = "1 call in 16, at random, once the signatures seen are stable";
+  tr.calls_seen = 6;
+  tr.full_s = 1.5;
+  tr.sampled_s = 2.25;
+  tr.to_sampled = 1;
+  tr.scale = 16;
+  return tr;
+}
+
 }  // namespace bb::test

@@ -96,12 +96,7 @@ TEST_CASE("a signature none of whose calls was timed gets the device time of tho
 TEST_CASE("counts extrapolated by sampled tracing are marked, and so is the device time built on them") {
   auto t = bb::test::sample_trace();  // add.Tensor: 7 calls, all timed
   t.ops[0].seen = 3;
-  bb::trace::TracingInfo tr;
-  tr.sampled = "1 call in 16, at random, once the signatures seen are stable";
-  tr.calls_seen = 6;
-  tr.full_s = 1.5;
-  tr.sampled_s = 2.25;
-  t.meta.tracing = tr;
+  t.meta.tracing = bb::test::sample_tracing();  // 6 calls seen, 1.5 s every call traced, 2.25 s sampled
   std::ostringstream out;
   bb::trace::print_summary(t, "x.yaml", {10, 2}, out);
   const std::string s = out.str();

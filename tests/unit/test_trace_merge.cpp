@@ -140,13 +140,8 @@ TEST_CASE("merged estimates: sampled parts' estimates summed, a part estimated f
 TEST_CASE("a process that sampled its tracing: the merged counts say how many calls were seen") {
   Trace r0 = rank_trace(0), r1 = rank_trace(1);  // add.Tensor: 7 and 9 calls
   r1.ops[0].seen = 2;                            // rank 1 saw 2 of its 9
-  TracingInfo tr;
-  tr.sampled = "1 call in 16, at random, once the signatures seen are stable";
+  TracingInfo tr = bb::test::sample_tracing();
   tr.calls_seen = 4;
-  tr.full_s = 1;
-  tr.sampled_s = 2;
-  tr.to_sampled = 1;
-  tr.scale = 16;
   r1.meta.tracing = tr;
   const Trace m = merge_traces({r0, r1}, {"a.yaml", "b.yaml"});
   CHECK(m.ops[0].count == 16);

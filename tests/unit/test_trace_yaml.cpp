@@ -264,13 +264,7 @@ TEST_CASE("extrapolated totals and the timing mode read back as written") {
 TEST_CASE("sampled tracing's extrapolated counts and meta.tracing read back as written") {
   auto t = bb::test::sample_trace();
   t.ops[0].seen = 3;  // 7 calls, 3 of them seen
-  bb::trace::TracingInfo tr;
-  tr.sampled = "1 call in 16, at random, once the signatures seen are stable";
-  tr.calls_seen = 6;
-  tr.full_s = 1.25;
-  tr.sampled_s = 30.5;
-  tr.to_sampled = 2;
-  tr.scale = 16;
+  bb::trace::TracingInfo tr = bb::test::sample_tracing();
   tr.events = {{812345.25, "sampled: 0 new signatures in the last 5000 calls"}};
   t.meta.tracing = tr;
   const std::string text = bb::trace::to_yaml(t);
