@@ -266,11 +266,14 @@ void start_device_timing() {
   devtime::Sampling sampling;
   if (g_timing_options.sample_period_ms > 0)
     sampling = devtime::Sampling::windows(g_timing_options.sample_on_ms, g_timing_options.sample_period_ms);
-  else if (g_timing_options.first_calls && !o.timeline && api && api->can_detach())
+  else if (g_timing_options.first_calls && !o.timeline && api && api->can_detach()) {
     // Only where CUPTI can be detached between windows (the callback mode, no timeline): else
     // windows would save next to nothing and time fewer calls.
     sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms,
                                               devtime::CuptiSession::kRepeatGapMs);
+    track_float_variants();
+    sampling.is_variant = &float_variant;
+  }
   else if (g_timing_options.first_calls && api)
     log::warn(
         "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "

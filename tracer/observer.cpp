@@ -337,6 +337,15 @@ void set_op_hooks(OpStartHook start, OpEndHook end) {
   g_start_hook.store(start);
 }
 
+void track_float_variants() {
+  if (TraceStore* store = g_store.load()) store->count_similar();
+}
+
+bool float_variant(uint32_t sig) {
+  TraceStore* store = g_store.load();
+  return store && store->float_variant(sig);
+}
+
 void run_on_next_op(void (*task)()) { g_next_op_task.store(task); }
 
 void mark_routed() {

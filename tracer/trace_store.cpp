@@ -87,12 +87,15 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
         r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
       new_devices = note_devices(r.args, devices_);
       if (count_similar_) {
-        // Sampled tracing's stability test: a variant of a known signature that differs only in float
-        // scalars' values (AdamW's step-dependent ones make a few of those every step) is not new.
+        // A variant of a known signature that differs only in float scalars' values (AdamW's
+        // step-dependent ones make a few of those every step) is not new to sampled tracing's
+        // stability test, and not worth a device-timing window of its own.
         trace::TraceEntry similar;
         similar.op = op.name;
         similar.args = r.args;
-        similar_.insert(trace::similar_key(std::move(similar)));
+        r.float_variant =
+            !similar_.emplace(trace::similar_key(std::move(similar)), static_cast<uint32_t>(records_.size()))
+                 .second;
       }
       records_.push_back(std::move(r));
       it = signatures_.emplace(key, static_cast<uint32_t>(records_.size() - 1)).first;
@@ -152,6 +155,11 @@ void TraceStore::detach(const SignatureTable* table) {
     records_[s.sig].finished.add(s.counters);
   }
   finished_calls_ += table->calls.load(std::memory_order_relaxed);
+}
+
+bool TraceStore::float_variant(uint32_t sig) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sig < records_.size() && records_[sig].float_variant;
 }
 
 TraceStore::Progress TraceStore::progress() const {

@@ -14,7 +14,6 @@
 #include <set>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "tracer/arg_key.h"
@@ -83,11 +82,16 @@ class TraceStore {
     uint64_t calls = 0, signatures = 0;
   };
   Progress progress() const;
-  // From now on, keep the similar keys of new signatures (only sampled tracing asks: they cost memory).
+  // From now on, keep the similar keys of new signatures: they cost memory and a string per new
+  // signature, so only sampled tracing and first-calls device timing ask.
   void count_similar() {
     std::lock_guard<std::mutex> lock(mu_);
     count_similar_ = true;
   }
+  // True when `sig`, new since count_similar(), differs from an earlier signature only in float
+  // scalars' values (AdamW's step-dependent step size makes one of those every step): first-calls
+  // device timing does not open a window for such a signature's first sight.
+  bool float_variant(uint32_t sig) const;
 
  private:
   // A signature's counters as plain sums (Counters, signature_table.h).
@@ -99,7 +103,8 @@ class TraceStore {
   struct Record {
     const OpInfo* op;
     std::vector<trace::ArgValue> args;
-    Tally finished;  // from threads that ended
+    Tally finished;              // from threads that ended
+    bool float_variant = false;  // see float_variant()
   };
   struct KeyHash {
     size_t operator()(const KeyWords& k) const { return hash_key(k.data(), k.size()); }
@@ -116,7 +121,8 @@ class TraceStore {
   uint64_t untraced_ = 0;
   uint64_t finished_calls_ = 0;  // calls of threads that ended
   bool count_similar_ = false;
-  std::unordered_set<std::string> similar_;  // trace::similar_key() of each signature since count_similar()
+  // trace::similar_key() of each signature since count_similar(): the first signature with that key.
+  std::unordered_map<std::string, uint32_t> similar_;
 };
 
 }  // namespace bb::tracer

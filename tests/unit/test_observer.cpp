@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -63,6 +64,30 @@ TEST_CASE("calls are counted per exact signature") {
   CHECK(args[1].name == "other");
   CHECK(args[2].name == "alpha");
   CHECK(args[2].type == "Scalar");
+}
+
+TEST_CASE("once asked, a signature that differs from an earlier one only in float scalars is a float variant") {
+  store();
+  bb::tracer::track_float_variants();
+  auto a = at::ones({5, 11}), b = at::ones({5, 11});
+  at::add(a, b, 0.5);
+  at::add(a, b, 0.25);  // another float alpha: a variant of the first (AdamW's step size)
+  at::add(a, b, 2);     // an integer alpha: its own signature
+  at::add(a, at::ones({5, 1}), 0.25);  // another shape: its own signature
+  const auto snap = store()->snapshot();
+  std::map<std::string, bool> variant;  // by alpha and the second argument's shape
+  for (size_t i = 0; i < snap.entries.size(); ++i) {
+    const auto& e = snap.entries[i];
+    if (e.op != "aten::add.Tensor" || e.args.size() != 3 || e.args[0].tensors[0]->shape != std::vector<int64_t>{5, 11})
+      continue;
+    const auto& alpha = e.args[2];
+    const std::string what = (alpha.kind == bb::trace::ArgKind::Float ? std::to_string(alpha.f) : "int") + " " +
+                             std::to_string(e.args[1].tensors[0]->shape[1]);
+    variant[what] = bb::tracer::float_variant(snap.sigs[i]);
+  }
+  CHECK(variant == std::map<std::string, bool>{
+                       {"0.500000 11", false}, {"0.250000 11", true}, {"int 11", false}, {"0.250000 1", false}});
+  CHECK_FALSE(bb::tracer::float_variant(1u << 23));  // no such signature
 }
 
 TEST_CASE("nesting: a composite op has children, its decomposition is nested") {

@@ -464,6 +464,59 @@ TEST_CASE("signature wants: a signature seen again within the repeat gap does no
   CHECK(past.credit(7));
 }
 
+namespace {
+bool odd_is_variant(uint32_t sig) { return sig % 2 == 1; }
+}  // namespace
+
+TEST_CASE("signature wants: a float variant wants nothing until it repeats, then its own calls") {
+  using Want = SignatureWants::Want;
+  SignatureWants w(2, 20, &odd_is_variant);
+  CHECK(w.wants(4) == Want::New);  // not a variant
+  CHECK(w.wants(5) == Want::No);   // a variant's first sight
+  CHECK(w.wants(5) == Want::No);   // again within the gap: the same step's burst
+  CHECK(w.seen() == 2);
+  CHECK(w.variants() == 1);
+  CHECK(w.short_of() == 1);
+  CHECK_FALSE(w.credit(5));  // wanted nothing: nothing to count
+  CHECK(w.refresh() == 0);   // 4 still wants its calls; 5 was never timed and is not asked for one
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(w.wants(5) == Want::Again);  // it repeats: it is timed like any other
+  CHECK(w.variants() == 0);
+  CHECK(w.short_of() == 2);
+  CHECK(w.short_repeating() == 1);
+  CHECK(w.credit(5));
+  CHECK(w.credit(5));
+  CHECK(w.wants(5) == Want::No);
+  CHECK(w.short_repeating() == 0);
+  CHECK(w.refresh() == 1);  // now 5 had what it wanted and follows drift; 4 still wants its own
+  SignatureWants none(0, 0, &odd_is_variant);
+  CHECK(none.wants(7) == Want::No);
+  CHECK(none.variants() == 0);  // nothing is wanted at all: no variant to tell apart
+}
+
+TEST_CASE("first-calls timing: a float variant's first sight opens no window; one that repeats does") {
+  Sampling s = first_calls(2, 0, 20);
+  s.is_variant = &odd_is_variant;
+  Rig r({}, s);
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  call(r, 2, 100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  call(r, 2, 100);  // repeats, has its two
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now() + kLater));
+  REQUIRE(r.cupti->is_detached);
+  call(r, 3, 50);  // AdamW's step size of the next step: not worth a window
+  CHECK(r.log->attaches == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  call(r, 3, 50);  // it came back: it repeats, and attaches for itself
+  CHECK(r.log->attaches == 1);
+  call(r, 3, 50);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[2].per_call.count() == 2);
+  CHECK(sigs[3].per_call.count() == 2);
+}
+
 TEST_CASE("signature wants: threads calling and crediting at once keep the counts whole") {
   SignatureWants w(3);
   std::vector<std::thread> threads;

@@ -70,7 +70,7 @@ CuptiSession::CuptiSession(std::unique_ptr<CuptiApi> api, CollectorOptions optio
       warn_(std::move(warn)),
       sampling_(sampling) {
   if (sampling_.mode == Sampling::Mode::FirstCalls)
-    wants_ = std::make_unique<SignatureWants>(sampling_.calls, sampling_.repeat_gap_ms);
+    wants_ = std::make_unique<SignatureWants>(sampling_.calls, sampling_.repeat_gap_ms, sampling_.is_variant);
 }
 
 bool CuptiSession::start(const std::string& conflict) {

@@ -68,6 +68,9 @@ struct Sampling {
   uint32_t refresh_ms = 10000;         // FirstCalls: each signature wants one more this often (0: never)
   uint32_t repeat_gap_ms = 0;          // FirstCalls: seen again this long after its first sight: repeats
   uint32_t first_sight_gap_ms = 1000;  // FirstCalls: a call not known to repeat opens a window at most this often
+  // FirstCalls: whether a signature differs from an earlier one only in float scalars' values (null:
+  // none does); such a one wants no timed calls until it repeats (signature_wants.h).
+  bool (*is_variant)(uint32_t sig) = nullptr;
 
   static Sampling windows(uint32_t on_ms, uint32_t period_ms);
   static Sampling first_calls(uint32_t calls, uint32_t refresh_ms, uint32_t repeat_gap_ms);

@@ -32,21 +32,30 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
   uint32_t v = s->state.load(std::memory_order_acquire);  // first_ms is written before the state
   if (v == 0) {
     if (repeat_gap_ms_) s->first_ms.store(now_ms(), std::memory_order_relaxed);  // before it can be seen again
-    if (s->state.compare_exchange_strong(v, kSeen | calls_)) {
+    const bool variant = calls_ > 0 && is_variant_ && is_variant_(sig);
+    const uint32_t first = variant ? kSeen | kVariant : kSeen | calls_;
+    if (s->state.compare_exchange_strong(v, first)) {
       seen_.fetch_add(1, std::memory_order_relaxed);
-      if (calls_ > 0) short_.fetch_add(1, std::memory_order_relaxed);
-      return calls_ > 0 ? Want::New : Want::No;
+      if (variant) variants_.fetch_add(1, std::memory_order_relaxed);
+      if (first & kOwed) short_.fetch_add(1, std::memory_order_relaxed);
+      return (first & kOwed) ? Want::New : Want::No;
     }
   }
   if (!(v & kRepeats)) {
-    // Seen again: it repeats once past the gap (the one transition, by whichever thread wins it).
+    // Seen again: it repeats once past the gap (the one transition, by whichever thread wins it); a
+    // float variant then wants its own calls.
     if (repeat_gap_ms_ && now_ms() - s->first_ms.load(std::memory_order_relaxed) < repeat_gap_ms_)
       return (v & kOwed) ? Want::New : Want::No;
     while (!(v & kRepeats)) {
-      if (s->state.compare_exchange_weak(v, v | kRepeats)) {
+      const uint32_t next = (v & kVariant) ? (v & ~kVariant) | kRepeats | calls_ : v | kRepeats;
+      if (s->state.compare_exchange_weak(v, next)) {
         repeating_.fetch_add(1, std::memory_order_relaxed);
-        if (v & kOwed) short_repeating_.fetch_add(1, std::memory_order_relaxed);
-        v |= kRepeats;
+        if (v & kVariant) {
+          variants_.fetch_sub(1, std::memory_order_relaxed);
+          short_.fetch_add(1, std::memory_order_relaxed);
+        }
+        if (next & kOwed) short_repeating_.fetch_add(1, std::memory_order_relaxed);
+        v = next;
         break;
       }
     }
@@ -77,7 +86,7 @@ uint64_t SignatureWants::refresh() {
     if (!c) continue;
     for (uint32_t k = 0; k < kChunk; ++k) {
       uint32_t v = c[k].state.load(std::memory_order_relaxed);
-      while (v != 0 && (v & kOwed) == 0) {
+      while (v != 0 && (v & (kOwed | kVariant)) == 0) {  // a variant not known to repeat was never timed
         if (c[k].state.compare_exchange_weak(v, v + 1)) {
           short_.fetch_add(1, std::memory_order_relaxed);
           if (v & kRepeats) short_repeating_.fetch_add(1, std::memory_order_relaxed);

@@ -7,6 +7,11 @@
 // keep a window open or open one for itself. A signature counts as repeating only once it is seen
 // again at least `repeat_gap_ms` after its first sight (later than one step's burst); only repeating
 // signatures count in short_repeating() and as progress.
+//
+// A float variant — a signature that differs from an earlier one only in float scalars' values, told
+// by `is_variant` at its first sight — wants nothing until it repeats: the trace estimates its device
+// time from the signatures it is a variant of (docs/trace-format.md, from_similar). AdamW's per-step
+// variants then never open a window; one that repeats wants its own timed calls like any other.
 #pragma once
 
 #include <array>
@@ -19,9 +24,13 @@ namespace bb::devtime {
 
 class SignatureWants {
  public:
-  // repeat_gap_ms 0: seen a second time at all is repeating.
-  explicit SignatureWants(uint32_t calls, uint32_t repeat_gap_ms = 0)
-      : calls_(calls), repeat_gap_ms_(repeat_gap_ms), base_(std::chrono::steady_clock::now()) {}
+  using IsVariant = bool (*)(uint32_t sig);
+  // repeat_gap_ms 0: seen a second time at all is repeating. is_variant may be null (no variants).
+  explicit SignatureWants(uint32_t calls, uint32_t repeat_gap_ms = 0, IsVariant is_variant = nullptr)
+      : calls_(calls),
+        repeat_gap_ms_(repeat_gap_ms),
+        is_variant_(is_variant),
+        base_(std::chrono::steady_clock::now()) {}
   ~SignatureWants();
   SignatureWants(const SignatureWants&) = delete;
   SignatureWants& operator=(const SignatureWants&) = delete;
@@ -29,27 +38,31 @@ class SignatureWants {
   // No: no more wanted. New: wanted, not known to repeat (first sight, or seen again within the
   // repeat gap). Again: wanted, repeats.
   enum class Want { No, New, Again };
-  // A call of `sig` starts: what it wants. A signature seen for the first time wants `calls`.
+  // A call of `sig` starts: what it wants. A signature seen for the first time wants `calls`, a float
+  // variant nothing until it repeats.
   Want wants(uint32_t sig);
   // A call of `sig` was timed whole: true if it was wanted and `sig` repeats (progress that keeps a
   // window open); the call counts towards what `sig` wants either way.
   bool credit(uint32_t sig);
-  // Every signature that has what it wanted wants one more (timing follows drift). Returns how many.
+  // Every signature that has what it wanted wants one more (timing follows drift), float variants
+  // not known to repeat aside. Returns how many.
   uint64_t refresh();
 
   uint64_t short_of() const { return short_.load(std::memory_order_relaxed); }  // signatures wanting more
   uint64_t short_repeating() const { return short_repeating_.load(std::memory_order_relaxed); }
   uint64_t seen() const { return seen_.load(std::memory_order_relaxed); }
   uint64_t repeating() const { return repeating_.load(std::memory_order_relaxed); }
+  uint64_t variants() const { return variants_.load(std::memory_order_relaxed); }  // seen, wanting nothing
   uint32_t calls() const { return calls_; }
 
  private:
   static constexpr uint32_t kChunkBits = 12;
   static constexpr uint32_t kChunk = 1u << kChunkBits;
   static constexpr uint32_t kChunks = (1u << 24) >> kChunkBits;  // signature ids are 24 bits
-  // Per signature: 0 unseen; else kSeen, kRepeats once seen again past the gap, and in the low bits
-  // the timed calls it still wants; and when it was first seen (ms since base_).
-  static constexpr uint32_t kSeen = 1u << 31, kRepeats = 1u << 30, kOwed = kRepeats - 1;
+  // Per signature: 0 unseen; else kSeen, kRepeats once seen again past the gap, kVariant for a float
+  // variant, and in the low bits the timed calls it still wants; and when it was first seen (ms since
+  // base_).
+  static constexpr uint32_t kSeen = 1u << 31, kRepeats = 1u << 30, kVariant = 1u << 29, kOwed = kVariant - 1;
   struct Slot {
     std::atomic<uint32_t> state{0};
     std::atomic<uint32_t> first_ms{0};
@@ -59,10 +72,11 @@ class SignatureWants {
 
   const uint32_t calls_;
   const uint32_t repeat_gap_ms_;
+  const IsVariant is_variant_;
   const std::chrono::steady_clock::time_point base_;
   std::array<std::atomic<Slot*>, kChunks> chunks_{};
   std::mutex grow_;
-  std::atomic<uint64_t> short_{0}, short_repeating_{0}, seen_{0}, repeating_{0};
+  std::atomic<uint64_t> short_{0}, short_repeating_{0}, seen_{0}, repeating_{0}, variants_{0};
 };
 
 }  // namespace bb::devtime
