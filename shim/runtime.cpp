@@ -95,6 +95,7 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   timing.timeline_max_events = cfg.timeline_max_events;
   timing.torch_lib_dir = dir_of(boot.torch_lib);
   timing.first_calls = cfg.device_time_first;
+  timing.first_calls_asked = cfg.device_time_first_asked;
   timing.calls = cfg.device_time_calls;
   timing.refresh_ms = static_cast<uint32_t>(cfg.device_time_refresh * 1000.0 + 0.5);
   timing.sample_on_ms = cfg.sample_on_ms;

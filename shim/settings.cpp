@@ -64,20 +64,24 @@ std::string sampling_text(const Config& c) {
   return c.sample_period_ms ? std::to_string(c.sample_on_ms) + "/" + std::to_string(c.sample_period_ms) : "off";
 }
 
-// 1/on/.../all: every call; first: the first calls of each signature; 0/off/...: none.
+// first, or 1/on/...: the first calls of each signature (the default); all: every call; 0/off/...: none.
 std::string read_device_time(const std::string& v, const std::string&, Config& c) {
   if (v == "first" || v == "all") {
     c.device_time = true;
     c.device_time_first = v == "first";
+    c.device_time_first_asked = v == "first";
     return "";
   }
   const auto b = boolean(v);
   if (!b) return "is not first or all, nor 1, true, on or yes, nor 0, false, off or no";
   c.device_time = *b;
-  c.device_time_first = false;
+  c.device_time_first = *b;
+  c.device_time_first_asked = false;
   return "";
 }
-std::string device_time_text(const Config& c) { return c.device_time ? (c.device_time_first ? "first" : "1") : "0"; }
+std::string device_time_text(const Config& c) {
+  return c.device_time ? (c.device_time_first ? "first" : "all") : "0";
+}
 
 std::string read_log(const std::string& v, const std::string&, Config& c) {
   static const char* const kLevels[] = {"off", "warn", "info", "debug", "0", "1", "2", "3"};
@@ -168,20 +172,19 @@ const std::vector<Setting>& settings() {
        read_number<size_t, &Config::max_signatures, 1, 100000000>, number_value_text<size_t, &Config::max_signatures>},
       {"BB_INT_RANGES", "int_ranges", "0", "do not sample value ranges of integer tensors",
        read_flag<&Config::int_ranges>, flag_text<&Config::int_ranges>},
-      {"BB_DEVICE_TIME", "device_time", "0\\|1\\|first",
-       "CUPTI device timing on CUDA: `1` (default, also `all`) times every call; `first` times each "
-       "signature's first calls (`BB_DEVICE_TIME_CALLS`) and detaches CUPTI while no signature wants more "
-       "(for launch-bound programs; there tracing every call alone costs 1.18x the small Llama's step on the "
-       "H200, with `BB_TRACE_SAMPLE` 1.02-1.04x in 5 of 7 processes, docs/performance.md); `0` none "
-       "([docs/device-time.md](docs/device-time.md))",
+      {"BB_DEVICE_TIME", "device_time", "first\\|all\\|0",
+       "CUPTI device timing on CUDA: `first` (the default, also `1`) times each signature's first calls "
+       "(`BB_DEVICE_TIME_CALLS`), extrapolates the rest and detaches CUPTI while no signature wants more; "
+       "`all` times every call (a timeline needs it; CUPTI attached costs every launch: 1.3-1.6x a "
+       "launch-bound step, docs/performance.md); `0` none ([docs/device-time.md](docs/device-time.md))",
        read_device_time, device_time_text},
       {"BB_DEVICE_TIME_CALLS", "device_time_calls", "n",
-       "with `BB_DEVICE_TIME=first`: timed calls each signature gets before CUPTI is detached (default 5, 1 to "
+       "with first-calls timing: timed calls each signature gets before CUPTI is detached (default 5, 1 to "
        "1000000); the trace extrapolates each signature's total to all its calls",
        read_number<uint32_t, &Config::device_time_calls, 1, 1000000>,
        number_value_text<uint32_t, &Config::device_time_calls>},
       {"BB_DEVICE_TIME_REFRESH", "device_time_refresh", "s",
-       "with `BB_DEVICE_TIME=first`: every `s` seconds each signature wants one more timed call, to follow "
+       "with first-calls timing: every `s` seconds each signature wants one more timed call, to follow "
        "drift (default 10; 0: never; at most 86400)",
        read_number<double, &Config::device_time_refresh, 0, 86400>,
        number_value_text<double, &Config::device_time_refresh>},

@@ -274,7 +274,7 @@ void start_device_timing() {
     track_float_variants();
     sampling.is_variant = &float_variant;
   }
-  else if (g_timing_options.first_calls && api)
+  else if (g_timing_options.first_calls_asked && api)  // the default falls back quietly
     log::warn(
         "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "
         "every call is timed");

@@ -30,7 +30,8 @@ struct DeviceTimingOptions {
   bool timeline = false;                 // keep events for BB_TIMELINE
   size_t timeline_max_events = 1000000;  // per kind
   std::string torch_lib_dir;             // where to look for torch's libcupti when none is loaded
-  bool first_calls = false;              // BB_DEVICE_TIME=first: each signature's first calls (default: all)
+  bool first_calls = true;               // each signature's first calls (the default); false: every call
+  bool first_calls_asked = false;        // BB_DEVICE_TIME=first itself: say so where it cannot be had
   uint32_t calls = 5;                    // BB_DEVICE_TIME_CALLS: timed calls wanted per signature
   uint32_t refresh_ms = 10000;           // BB_DEVICE_TIME_REFRESH: one more of each this often (0: never)
   uint32_t sample_on_ms = 0;             // BB_DEVICE_TIME_SAMPLE=ON/PERIOD: record ON ms of every

@@ -208,14 +208,17 @@ TEST_CASE("a setting has the same limits in the environment and in the config fi
   CHECK(on.log_level == bb::log::Level::Info);
 }
 
-TEST_CASE("device timing: every call by default and with all, first calls with first, none with 0") {
+TEST_CASE("device timing: first calls by default, with 1 and with first; every call with all; none with 0") {
   Config d = config_of({});
-  CHECK((d.device_time && !d.device_time_first && d.device_time_calls == 5 && d.device_time_refresh == 10.0));
+  CHECK((d.device_time && d.device_time_first && !d.device_time_first_asked && d.device_time_calls == 5 &&
+         d.device_time_refresh == 10.0));
   Config first =
       config_of({{"BB_DEVICE_TIME", "first"}, {"BB_DEVICE_TIME_CALLS", "3"}, {"BB_DEVICE_TIME_REFRESH", "0"}});
   CHECK(first.problems.empty());
-  CHECK(
-      (first.device_time && first.device_time_first && first.device_time_calls == 3 && first.device_time_refresh == 0));
+  CHECK((first.device_time && first.device_time_first && first.device_time_first_asked &&
+         first.device_time_calls == 3 && first.device_time_refresh == 0));
+  Config on = config_of({{"BB_DEVICE_TIME", "1"}});
+  CHECK((on.problems.empty() && on.device_time && on.device_time_first && !on.device_time_first_asked));
   Config all = config_of({{"BB_DEVICE_TIME", "all"}});
   CHECK((all.problems.empty() && all.device_time && !all.device_time_first));
   Config off = config_of({{"BB_DEVICE_TIME", "off"}});
@@ -223,7 +226,7 @@ TEST_CASE("device timing: every call by default and with all, first calls with f
   Config bad = config_of({{"BB_DEVICE_TIME", "some"}, {"BB_DEVICE_TIME_CALLS", "0"}});
   REQUIRE(bad.problems.size() == 2);
   CHECK(bad.problems[0] ==
-        "BB_DEVICE_TIME='some' is not first or all, nor 1, true, on or yes, nor 0, false, off or no; using 1");
+        "BB_DEVICE_TIME='some' is not first or all, nor 1, true, on or yes, nor 0, false, off or no; using first");
   CHECK(bad.problems[1] == "BB_DEVICE_TIME_CALLS='0' is not a whole number in [1, 1000000]; using 5");
 }
 
