@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """What tracing costs, end to end, in one run.
 
-For each configuration — no preload, preload with BB_DISABLE=1, preload tracing (with CUPTI device
-timing on CUDA, every call: the default), the same timing each signature's first calls and detaching
-CUPTI while no signature wants more (traced-first: BB_DEVICE_TIME=first), the same with windowed device
+For each configuration — no preload, preload with BB_DISABLE=1, preload tracing with its default
+CUPTI device timing on CUDA (traced: each signature's first calls timed, CUPTI detached while no
+signature wants more), the same with every call timed (traced-all: BB_DEVICE_TIME=all), the same as
+traced asked for by name (traced-first: BB_DEVICE_TIME=first), the same with windowed device
 timing (traced-sampled: BB_DEVICE_TIME_SAMPLE=100/1000 unless --sample says otherwise: 100 ms of every
 second, CUPTI detached in between), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording
 kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
@@ -29,17 +30,18 @@ over rounds (noise only ever adds time to a tight loop); step time is the median
 tracing costs in that very process, free of the noise between processes (the "A/B x" column, median
 over rounds; about 1.0 for none, which is the check).
 
-With traced and traced-first (or traced-first-sampled) on CUDA, each round also compares their traces:
-the share of the signatures that launched device work (in traced's trace) with at least 3 timed calls in
-the other's (of all of them, and of those called at least 3 times), and each op's device time
-extrapolated from the other's timed calls (and, sampled, counts) against traced's total. For the
+With traced-all and traced (or traced-first, traced-first-sampled) on CUDA, each round also compares
+their traces: the share of the signatures that launched device work (in traced-all's trace) with at
+least 3 timed calls in the other's (of all of them, and of those called at least 3 times), and each
+op's device time extrapolated from the other's timed calls (and, sampled, counts) against traced-all's
+total. For the
 sampled configurations it prints, per round on stderr, what CUPTI was doing during each step (from the
 trace's timing events: window open, attached with records off, detached) and why each window closed,
 so that a slow step can be told apart from a slow mechanism, and when tracing was sampled and why not.
 
     python3 scripts/bench_overhead.py                      # CPU, example model
     python3 scripts/bench_overhead.py --device cuda --model gpt2 --json out.json
-    python3 scripts/bench_overhead.py --device cuda --model llama --configs traced,traced-first,shapes-only \\
+    python3 scripts/bench_overhead.py --device cuda --model llama --configs traced-all,traced,shapes-only \\
         --op-seconds 0 --steps 20 --rounds 5
 """
 import argparse
@@ -52,10 +54,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["none", "disabled", "rf-floor", "rf-names", "traced", "traced-first", "traced-first-sampled",
+CONFIGS = ["none", "disabled", "rf-floor", "rf-names", "traced", "traced-all", "traced-first", "traced-first-sampled",
            "traced-sampled", "shapes-only", "shapes-sampled", "cupti-kernels", "profiler", "route-unmet"]
-COMPARED = ["traced-first", "traced-first-sampled"]  # against traced, on CUDA
-MODELS = ["small", "gpt2", "llama", "bert"]
+REFERENCE = "traced-all"  # every call timed: what the others' extrapolated device times are compared with
+COMPARED = ["traced", "traced-first", "traced-first-sampled"]  # against REFERENCE, on CUDA
+MODELS = ["small", "gpt2", "llama", "bert", "llama-tiny"]
 SAMPLE = "100/1000"
 UNMET_POLICY = "version: 1\nops:\n  aten::add.Tensor:\n    when: {dtype: [float64]}\n"  # the loop adds float32
 
@@ -113,6 +116,23 @@ def make_step(model, device, batch, seq):
             opt.zero_grad(set_to_none=True)
             with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
                 loss = net(input_ids=inputs[0], labels=labels).loss
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    if model == "llama-tiny":  # the small Llama's structure at a size where ops cost about what launches do
+        import transformers as tr
+        torch.manual_seed(0)
+        cfg = tr.LlamaConfig(hidden_size=64, intermediate_size=176, num_hidden_layers=8, num_attention_heads=4,
+                             num_key_value_heads=1, vocab_size=1000, max_position_embeddings=64)
+        net = tr.LlamaForCausalLM(cfg).to(device).train()
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=True)
+        ids = torch.randint(0, cfg.vocab_size, (2, 16), device=device)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+                loss = net(input_ids=ids, labels=ids).loss
             loss.backward()
             opt.step()
             return loss
@@ -230,7 +250,8 @@ def cupti_per_step(events, spans):
 
 def run_config(args, config):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
-    if config in ("disabled", "traced", "traced-first", "traced-first-sampled", "traced-sampled", "shapes-only",
+    if config in ("disabled", "traced", "traced-all", "traced-first", "traced-first-sampled", "traced-sampled",
+                  "shapes-only",
                   "shapes-sampled", "cupti-kernels", "route-unmet"):
         env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
         env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
@@ -240,6 +261,8 @@ def run_config(args, config):
         env["BB_DEVICE_TIME"] = "0"
     if config in ("traced-first", "traced-first-sampled"):
         env["BB_DEVICE_TIME"] = "first"
+    if config == "traced-all":
+        env["BB_DEVICE_TIME"] = "all"
     if config in ("shapes-sampled", "traced-first-sampled"):
         env["BB_TRACE_SAMPLE"] = str(args.trace_sample)
     if config == "shapes-sampled":
@@ -290,7 +313,8 @@ def signature_times(trace):
 
 
 def compare_timing(sampled, full, min_share=0.01):
-    """traced-first against traced (every call) in one round: coverage and per-op totals."""
+    """A configuration's trace against traced-all's (every call timed) in one round: coverage and per-op
+    totals."""
     ref = {k: v for k, v in full.items() if v["timed"] > 0}
     covered = sum(1 for k in ref if sampled.get(k, {}).get("timed", 0) >= 3)
     repeated = [k for k in ref if ref[k]["count"] >= 3]
@@ -310,14 +334,14 @@ def compare_timing(sampled, full, min_share=0.01):
 
 
 def compared(rounds, device, config):
-    """How many rounds have both traced and config (on CUDA) to compare."""
-    if device != "cuda" or "traced" not in rounds or config not in rounds:
+    """How many rounds have both the reference (every call timed) and config (on CUDA) to compare."""
+    if device != "cuda" or REFERENCE not in rounds or config not in rounds:
         return 0
-    return min(len(rounds["traced"]), len(rounds[config]))
+    return min(len(rounds[REFERENCE]), len(rounds[config]))
 
 
 def compare_round(rounds, r, config):
-    a, b = rounds[config][r], rounds["traced"][r]
+    a, b = rounds[config][r], rounds[REFERENCE][r]
     if "signatures" not in a or "signatures" not in b:
         return None
     return compare_timing(a["signatures"], b["signatures"])
@@ -441,8 +465,10 @@ def main():
                "step_ms_mean": statistics.median(x["step_ms_mean"] for x in rounds[c])} for c in configs}
     base = med["none"]
     model = {"gpt2": "GPT-2 small", "llama": "small Llama (8 layers, hidden 1024)", "bert": "BERT-base",
-             "small": "examples/train_small.py"}[args.model]
-    model += f", batch {args.batch}" + (f", seq {args.seq}" if args.model == "gpt2" else "")
+             "small": "examples/train_small.py",
+             "llama-tiny": "tiny Llama (8 layers, hidden 64, batch 2 x 16, AdamW foreach)"}[args.model]
+    if args.model != "llama-tiny":
+        model += f", batch {args.batch}" + (f", seq {args.seq}" if args.model == "gpt2" else "")
     if args.model in ("llama", "bert"):
         model = model.split(",")[0] + (", batch 4 x 512" if args.model == "llama" else ", batch 16 x 256") + \
             (", bf16 autocast" if args.device == "cuda" else "")
@@ -470,7 +496,7 @@ def main():
         sampled = med["traced-sampled"]["op_us"] - base["op_us"]
         print(f"tracing with sampled device timing ({args.sample} ms) costs {sampled / prof_cost:.2f}x the profiler's "
               f"per-op overhead")
-    for c in ("traced-first", "traced-first-sampled", "traced-sampled"):
+    for c in ("traced", "traced-first", "traced-first-sampled", "traced-sampled"):
         for x in rounds.get(c, [])[-1:]:
             d = x.get("device_timing")
             if not d:
