@@ -75,12 +75,13 @@ void encode_string(const std::string& s, KeyWords& out) {
   }
 }
 
-void encode_list_or_other(const c10::IValue& v, KeyWords& out);
+void encode_list_or_other(const c10::IValue& v, KeyWords& out, bool blind);
 
 // Values the tracer does not record in detail still get a stable code per kind.
 uint64_t other_code(const c10::IValue& v) { return std::hash<std::string>()(v.tagKind()) & 0xffffffffu; }
 
-void encode_unchecked(const c10::IValue& v, KeyWords& out) {
+// blind: float values encoded as 0 (their number stays), for the key of a signature's float variants.
+void encode_unchecked(const c10::IValue& v, KeyWords& out, bool blind) {
   if (v.isTensor()) {
     encode_tensor(v.toTensor(), out);
   } else if (v.isInt()) {
@@ -92,12 +93,12 @@ void encode_unchecked(const c10::IValue& v, KeyWords& out) {
     out.push_back(header(kBool, v.toBool()));
   } else if (v.isDouble()) {
     out.push_back(kDouble);
-    out.push_back(double_bits(v.toDouble()));
+    out.push_back(blind ? 0 : double_bits(v.toDouble()));
   } else if (v.isComplexDouble()) {
     auto c = v.toComplexDouble();
     out.push_back(kComplex);
-    out.push_back(double_bits(c.real()));
-    out.push_back(double_bits(c.imag()));
+    out.push_back(blind ? 0 : double_bits(c.real()));
+    out.push_back(blind ? 0 : double_bits(c.imag()));
   } else if (v.isString()) {
     encode_string(v.toStringRef(), out);
   } else if (v.isDevice()) {
@@ -108,10 +109,10 @@ void encode_unchecked(const c10::IValue& v, KeyWords& out) {
   } else if (v.isGenerator()) {
     out.push_back(kGenerator);
   } else {
-    encode_list_or_other(v, out);
+    encode_list_or_other(v, out, blind);
   }
 }
-void encode_list_or_other(const c10::IValue& v, KeyWords& out) {
+void encode_list_or_other(const c10::IValue& v, KeyWords& out, bool blind) {
   if (v.isIntList()) {
     auto list = v.toIntList();
     out.push_back(header(kIntList, list.size()));
@@ -119,7 +120,7 @@ void encode_list_or_other(const c10::IValue& v, KeyWords& out) {
   } else if (v.isDoubleList()) {
     auto list = v.toDoubleList();
     out.push_back(header(kDoubleList, list.size()));
-    for (double x : list) out.push_back(double_bits(x));
+    for (double x : list) out.push_back(blind ? 0 : double_bits(x));
   } else if (v.isBoolList()) {
     auto list = v.toBoolList();
     out.push_back(header(kBoolList, list.size()));
@@ -135,7 +136,7 @@ void encode_list_or_other(const c10::IValue& v, KeyWords& out) {
   } else if (v.isList()) {
     auto list = v.toListRef();
     out.push_back(header(kList, list.size()));
-    for (const auto& x : list) encode_unchecked(x, out);
+    for (const auto& x : list) encode_unchecked(x, out, blind);
   } else {
     out.push_back(header(kOther, other_code(v)));
   }
@@ -143,10 +144,10 @@ void encode_list_or_other(const c10::IValue& v, KeyWords& out) {
 
 }  // namespace
 
-void encode_key(const c10::IValue& v, KeyWords& out) {
+void encode_key(const c10::IValue& v, KeyWords& out, bool blind_floats) {
   const size_t mark = out.size();
   try {
-    encode_unchecked(v, out);
+    encode_unchecked(v, out, blind_floats);
   } catch (...) {  // e.g. a tensor subclass whose sizes() raises: record it as opaque
     out.resize(mark);
     out.push_back(header(kOther, other_code(v)));

@@ -15,8 +15,10 @@ using KeyWords = std::vector<uint64_t>;
 
 // Appends an exact encoding of everything in `v` that defines a call signature: tensor dtype, device,
 // layout, shape, stride and storage offset; scalar and list values. Two values with equal encodings
-// are the same signature; no hashing is involved in that decision. Never throws.
-void encode_key(const c10::IValue& v, KeyWords& out);
+// are the same signature; no hashing is involved in that decision. Never throws. blind_floats: float
+// values (also complex, and inside lists) encoded as 0 — the key of a signature's float variants,
+// those equal to it but for the values of float scalars.
+void encode_key(const c10::IValue& v, KeyWords& out, bool blind_floats = false);
 
 uint64_t hash_key(const uint64_t* words, size_t n);
 

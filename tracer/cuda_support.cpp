@@ -271,10 +271,8 @@ void start_device_timing() {
     // windows would save next to nothing and time fewer calls.
     sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms,
                                               devtime::CuptiSession::kRepeatGapMs);
-    track_float_variants();
     sampling.is_variant = &float_variant;
-  }
-  else if (g_timing_options.first_calls_asked && api)  // the default falls back quietly
+  } else if (g_timing_options.first_calls_asked && api)  // the default falls back quietly
     log::warn(
         "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "
         "every call is timed");

@@ -57,6 +57,7 @@ struct ThreadState {
   uint32_t generation;
   SignatureTable table;
   KeyWords key;
+  KeyWords blind;  // the key with float values as 0, on the slow path only
   std::array<Frame, kMaxFrames> frames;
   size_t depth = 0;
   size_t overflow = 0;  // calls nested deeper than kMaxFrames
@@ -132,14 +133,29 @@ void sample_ranges(ThreadState& s, const Slot& slot, c10::ArrayRef<const c10::IV
   }
 }
 
+// The blind key (float values as 0) of this call, marked apart from every exact key.
+constexpr uint64_t kBlindKey = uint64_t{1} << 63;
+void blind_key(ThreadState& s, const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
+  s.blind.clear();
+  s.blind.push_back(op.id | kBlindKey);
+  for (const auto& v : inputs) encode_key(v, s.blind, true);
+}
+
 Slot* find_or_add(ThreadState& s, const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
   s.key.clear();
   s.key.push_back(op.id);
   for (const auto& v : inputs) encode_key(v, s.key);
   const uint64_t h = hash_key(s.key.data(), s.key.size());
   if (Slot* slot = s.table.find(s.key, h)) return slot;
-  auto interned = s.store->intern_signature(s.key, op, inputs);
+  // New to this thread. Past kMaxFloatVariants float variants of a signature, later ones are counted
+  // under its first by their blind key, which this thread may know already.
+  blind_key(s, op, inputs);
+  const uint64_t hb = hash_key(s.blind.data(), s.blind.size());
+  if (op.merges_floats.load(std::memory_order_relaxed))
+    if (Slot* slot = s.table.find(s.blind, hb)) return slot;
+  auto interned = s.store->intern_signature(s.key, s.blind, op, inputs);
   if (!interned) return nullptr;
+  if (interned->merged) return s.table.insert(s.blind, hb, interned->sig, std::move(interned->ranges));
   return s.table.insert(s.key, h, interned->sig, std::move(interned->ranges));
 }
 
@@ -301,7 +317,6 @@ bool start_trace_sampling(const TraceSamplingOptions& options, bool (*hold)()) {
   if (!store || !g_handle || !options.enabled()) return false;
   std::lock_guard<std::mutex> lock(g_sampler_mu);
   if (g_sampler) return false;
-  store->count_similar();
   g_sampled_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                                .needsInputs(true)
                                                .samplingProb(1.0 / options.every)
@@ -335,10 +350,6 @@ void set_device_range_probe(DeviceRangeProbe probe) { g_probe.store(probe); }
 void set_op_hooks(OpStartHook start, OpEndHook end) {
   g_end_hook.store(end);
   g_start_hook.store(start);
-}
-
-void track_float_variants() {
-  if (TraceStore* store = g_store.load()) store->count_similar();
 }
 
 bool float_variant(uint32_t sig) {

@@ -49,10 +49,7 @@ using OpStartHook = bool (*)(uint32_t sig);
 using OpEndHook = void (*)();
 void set_op_hooks(OpStartHook start, OpEndHook end);
 
-// First-calls device timing: from now on the store tells apart new signatures that differ from an
-// earlier one only in float scalars' values; float_variant(sig) says whether sig is one (false for
-// signatures before this call, and after a fork).
-void track_float_variants();
+// Whether sig differs from an earlier signature only in float scalars' values (TraceStore).
 bool float_variant(uint32_t sig);
 // Runs `task` once, on the thread of the next traced op call (a cheap way to do deferred work
 // inside the program without a thread of our own).

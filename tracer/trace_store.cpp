@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cmath>
 
-#include "tracer/format/device_estimate.h"
 #include "tracer/format/op_name.h"
 
 namespace bb::tracer {
@@ -72,39 +71,44 @@ const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
   return ops_.emplace(full, std::move(info)).first->second.get();
 }
 
-std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords& key, const OpInfo& op,
+std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords& key, const KeyWords& blind,
+                                                                 const OpInfo& op,
                                                                  c10::ArrayRef<const c10::IValue> args) {
   std::vector<std::string> new_devices;
   uint32_t sig;
+  bool merged = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = signatures_.find(key);
-    if (it == signatures_.end()) {
-      if (records_.size() >= max_signatures_) return std::nullopt;
-      Record r{&op, {}};
-      const auto& params = op.schema->arguments();
-      for (size_t i = 0; i < args.size(); ++i)
-        r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
-      new_devices = note_devices(r.args, devices_);
-      if (count_similar_) {
-        // A variant of a known signature that differs only in float scalars' values (AdamW's
-        // step-dependent ones make a few of those every step) is not new to sampled tracing's
-        // stability test, and not worth a device-timing window of its own.
-        trace::TraceEntry similar;
-        similar.op = op.name;
-        similar.args = r.args;
-        r.float_variant =
-            !similar_.emplace(trace::similar_key(std::move(similar)), static_cast<uint32_t>(records_.size()))
-                 .second;
+    if (it != signatures_.end()) {
+      sig = it->second;
+    } else {
+      FloatVariants& v = variants_[blind];
+      if (v.count >= kMaxFloatVariants) {
+        // One more float variant: counted under the first, as every later one will be (the thread
+        // keys it by the blind key; no new record, no new key kept here).
+        sig = v.first;
+        merged = true;
+        records_[sig].floats_merged = true;
+        op.merges_floats.store(true, std::memory_order_relaxed);
+      } else {
+        if (records_.size() >= max_signatures_) return std::nullopt;
+        Record r{&op, {}};
+        const auto& params = op.schema->arguments();
+        for (size_t i = 0; i < args.size(); ++i)
+          r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));
+        new_devices = note_devices(r.args, devices_);
+        sig = static_cast<uint32_t>(records_.size());
+        r.float_variant = v.count > 0;
+        if (v.count++ == 0) v.first = sig;
+        records_.push_back(std::move(r));
+        signatures_.emplace(key, sig);
       }
-      records_.push_back(std::move(r));
-      it = signatures_.emplace(key, static_cast<uint32_t>(records_.size() - 1)).first;
     }
-    sig = it->second;
   }
   if (DeviceListener listen = g_device_listener.load())
     for (const auto& d : new_devices) listen(d);
-  return Interned{sig, range_targets(op, args)};
+  return Interned{sig, range_targets(op, args), merged};
 }
 
 trace::TensorMeta* TraceStore::tensor_at(Record& r, RangeTarget where) {
@@ -164,7 +168,7 @@ bool TraceStore::float_variant(uint32_t sig) const {
 
 TraceStore::Progress TraceStore::progress() const {
   std::lock_guard<std::mutex> lock(mu_);
-  Progress p{finished_calls_, similar_.size()};
+  Progress p{finished_calls_, variants_.size()};
   for (const SignatureTable* t : tables_) p.calls += t->calls.load(std::memory_order_relaxed);
   return p;
 }
@@ -190,6 +194,7 @@ Snapshot TraceStore::snapshot(double sampled_scale) const {
     trace::TraceEntry e;
     e.op = records_[k].op->name;
     e.args = records_[k].args;
+    e.floats_merged = records_[k].floats_merged;
     // Counters are read without stopping their threads: keep them mutually consistent.
     e.count = x.count;
     e.nested = std::min(x.nested, e.count);

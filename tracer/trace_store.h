@@ -6,6 +6,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,6 +33,9 @@ struct OpInfo {
   // The autocast keys (AutocastCPU, AutocastCUDA, ...) this op has a kernel of its own for. Such a
   // kernel casts the arguments and calls the op again; observer.cpp traces only that inner call.
   c10::DispatchKeySet autocast_keys;
+  // Some signature of this op has had kMaxFloatVariants variants (TraceStore): a call whose exact key
+  // is new to its thread looks for its float-blind key too (observer.cpp).
+  mutable std::atomic<bool> merges_floats{false};
   size_t nargs() const { return writes.size(); }
 };
 
@@ -59,10 +63,16 @@ class TraceStore {
   struct Interned {
     uint32_t sig;
     std::vector<RangeTarget> ranges;
+    bool merged = false;  // counted under its first float variant: the thread keys it by the blind key
   };
-  // Registers a signature seen for the first time by some thread (slow path). nullopt when the
-  // signature limit is reached.
-  std::optional<Interned> intern_signature(const KeyWords& key, const OpInfo& op,
+  // A signature's float variants — equal to it but for the values of float scalars — are kept as
+  // signatures of their own up to this many; later ones are counted under the first (whose entry then
+  // says floats_merged). A step-dependent scalar (AdamW's step size, a learning-rate schedule) makes
+  // a new one every step; keeping them all grew the store, the trace and the writes without bound.
+  static constexpr uint32_t kMaxFloatVariants = 16;
+  // Registers a signature seen for the first time by some thread (slow path); blind is its key with
+  // float values as 0 (encode_key's blind_floats). nullopt when the signature limit is reached.
+  std::optional<Interned> intern_signature(const KeyWords& key, const KeyWords& blind, const OpInfo& op,
                                            c10::ArrayRef<const c10::IValue> args);
 
   void merge_range(uint32_t sig, RangeTarget where, IntRange range);
@@ -76,21 +86,15 @@ class TraceStore {
   // are then extrapolated and `seen` says how many calls were seen.
   Snapshot snapshot(double sampled_scale = 1.0) const;
 
-  // Calls counted, and distinct signatures not counting those that differ only in float scalars'
-  // values (trace::similar_key()) since count_similar(), so far: sampled tracing's stability test.
+  // Calls counted, and distinct signatures not counting float variants, so far: sampled tracing's
+  // stability test.
   struct Progress {
     uint64_t calls = 0, signatures = 0;
   };
   Progress progress() const;
-  // From now on, keep the similar keys of new signatures: they cost memory and a string per new
-  // signature, so only sampled tracing and first-calls device timing ask.
-  void count_similar() {
-    std::lock_guard<std::mutex> lock(mu_);
-    count_similar_ = true;
-  }
-  // True when `sig`, new since count_similar(), differs from an earlier signature only in float
-  // scalars' values (AdamW's step-dependent step size makes one of those every step): first-calls
-  // device timing does not open a window for such a signature's first sight.
+  // True when `sig` differs from an earlier signature only in float scalars' values (AdamW's
+  // step-dependent step size makes one of those every step): first-calls device timing does not open
+  // a window for such a signature's first sight.
   bool float_variant(uint32_t sig) const;
 
  private:
@@ -105,6 +109,11 @@ class TraceStore {
     std::vector<trace::ArgValue> args;
     Tally finished;              // from threads that ended
     bool float_variant = false;  // see float_variant()
+    bool floats_merged = false;  // later float variants are counted here
+  };
+  struct FloatVariants {  // the signatures equal but for float values
+    uint32_t first = 0;
+    uint32_t count = 0;
   };
   struct KeyHash {
     size_t operator()(const KeyWords& k) const { return hash_key(k.data(), k.size()); }
@@ -119,10 +128,8 @@ class TraceStore {
   std::set<std::string> devices_;
   std::set<const SignatureTable*> tables_;
   uint64_t untraced_ = 0;
-  uint64_t finished_calls_ = 0;  // calls of threads that ended
-  bool count_similar_ = false;
-  // trace::similar_key() of each signature since count_similar(): the first signature with that key.
-  std::unordered_map<std::string, uint32_t> similar_;
+  uint64_t finished_calls_ = 0;                                    // calls of threads that ended
+  std::unordered_map<KeyWords, FloatVariants, KeyHash> variants_;  // by blind key
 };
 
 }  // namespace bb::tracer

@@ -66,13 +66,12 @@ TEST_CASE("calls are counted per exact signature") {
   CHECK(args[2].type == "Scalar");
 }
 
-TEST_CASE("once asked, a signature that differs from an earlier one only in float scalars is a float variant") {
+TEST_CASE("a signature that differs from an earlier one only in float scalars is a float variant") {
   store();
-  bb::tracer::track_float_variants();
   auto a = at::ones({5, 11}), b = at::ones({5, 11});
   at::add(a, b, 0.5);
-  at::add(a, b, 0.25);  // another float alpha: a variant of the first (AdamW's step size)
-  at::add(a, b, 2);     // an integer alpha: its own signature
+  at::add(a, b, 0.25);                 // another float alpha: a variant of the first (AdamW's step size)
+  at::add(a, b, 2);                    // an integer alpha: its own signature
   at::add(a, at::ones({5, 1}), 0.25);  // another shape: its own signature
   const auto snap = store()->snapshot();
   std::map<std::string, bool> variant;  // by alpha and the second argument's shape
@@ -208,10 +207,43 @@ TEST_CASE("past the signature limit calls are counted as untraced") {
   op.writes = {false};
   const std::vector<c10::IValue> v1{at::ones({1})}, v2{at::ones({2})};
   c10::ArrayRef<const c10::IValue> args1(v1.data(), v1.size()), args2(v2.data(), v2.size());
-  bb::tracer::KeyWords k1{1}, k2{2};
-  CHECK(small.intern_signature(k1, op, args1));
-  CHECK_FALSE(small.intern_signature(k2, op, args2));
-  CHECK(small.intern_signature(k1, op, args1));  // known ones still resolve
+  bb::tracer::KeyWords k1{1}, k2{2}, b1{11}, b2{12};
+  CHECK(small.intern_signature(k1, b1, op, args1));
+  CHECK_FALSE(small.intern_signature(k2, b2, op, args2));
+  CHECK(small.intern_signature(k1, b1, op, args1));  // known ones still resolve
+}
+
+TEST_CASE("past kMaxFloatVariants float variants of a signature, later ones are counted under the first") {
+  store();
+  auto a = at::ones({3, 13}), b = at::ones({3, 13});
+  const uint32_t kept = bb::tracer::TraceStore::kMaxFloatVariants;
+  // A step-dependent alpha: a new value every call, as AdamW's step size is every step.
+  for (uint32_t k = 0; k < kept + 50; ++k) at::add(a, b, 1.0 + 0.001 * k);
+  at::add(a, b, 1.0 + 0.001 * 3);  // a value kept as a signature of its own is counted there still
+  at::add(a, b, 7);                // an integer alpha is no float variant
+  auto found = entries("aten::add.Tensor", {3, 13});
+  uint64_t floats = 0, merged_entries = 0;
+  for (const auto& e : found) {
+    if (e.args[2].kind != bb::trace::ArgKind::Float) {
+      CHECK((e.count == 1 && !e.floats_merged));
+      continue;
+    }
+    ++floats;
+    if (e.floats_merged) {
+      ++merged_entries;
+      CHECK(e.args[2].f == 1.0);  // the first: it keeps its own values
+      CHECK(e.count == 51);       // its own call and the 50 past the limit
+    } else {
+      CHECK(e.count == (e.args[2].f == 1.0 + 0.001 * 3 ? 2u : 1u));
+    }
+  }
+  CHECK(floats == kept);  // the store and the trace stop growing
+  CHECK(merged_entries == 1);
+  // In the file: floats_merged says so, and reads back.
+  bb::trace::Trace t;
+  t.ops = found;
+  const auto back = bb::trace::parse_trace(bb::trace::to_yaml(t), "mem");
+  CHECK(back.ops == t.ops);
 }
 
 namespace {

@@ -153,3 +153,12 @@ TEST_CASE("a process that sampled its tracing: the merged counts say how many ca
   CHECK(m.meta.tracing->sampled == tr.sampled);
   CHECK(!merge_traces({r0, rank_trace(1)}, {"a.yaml", "b.yaml"}).meta.tracing);
 }
+
+TEST_CASE("a signature that merged float variants in any process is marked so in the merged trace") {
+  Trace r0 = rank_trace(0), r1 = rank_trace(1);
+  r1.ops[0].floats_merged = true;
+  const Trace m = merge_traces({r0, r1}, {"a.yaml", "b.yaml"});
+  CHECK(m.ops[0].floats_merged);
+  CHECK_FALSE(m.ops[1].floats_merged);
+  CHECK(parse_trace(to_yaml(m), "m.yaml").ops == m.ops);
+}

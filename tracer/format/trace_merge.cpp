@@ -120,6 +120,7 @@ std::vector<TraceEntry> merge_entries(const std::vector<Trace>& traces, const Me
         m.nested += e.nested;
         m.with_children += e.with_children;
         m.routed += e.routed;
+        m.floats_merged = m.floats_merged || e.floats_merged;
         join_ranges(m.args, e.args);
         add_kernels(m.kernels, e.kernels);
       }

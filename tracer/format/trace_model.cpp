@@ -64,14 +64,15 @@ bool ArgValue::operator==(const ArgValue& o) const {
 
 bool TraceEntry::operator==(const TraceEntry& o) const {
   return op == o.op && count == o.count && nested == o.nested && with_children == o.with_children &&
-         routed == o.routed && seen == o.seen && args == o.args && device_time == o.device_time && kernels == o.kernels;
+         routed == o.routed && seen == o.seen && floats_merged == o.floats_merged && args == o.args &&
+         device_time == o.device_time && kernels == o.kernels;
 }
 
 bool TraceMeta::operator==(const TraceMeta& o) const {
   return tool == o.tool && torch == o.torch && created == o.created && updated == o.updated && status == o.status &&
          pid == o.pid && rank == o.rank && world_size == o.world_size && hostname == o.hostname && argv == o.argv &&
-         devices == o.devices && calls == o.calls && untraced_calls == o.untraced_calls &&
-         tracing == o.tracing && device_timing == o.device_timing && merged_from == o.merged_from;
+         devices == o.devices && calls == o.calls && untraced_calls == o.untraced_calls && tracing == o.tracing &&
+         device_timing == o.device_timing && merged_from == o.merged_from;
 }
 
 bool ProcessInfo::operator==(const ProcessInfo& o) const {

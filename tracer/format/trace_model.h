@@ -103,6 +103,10 @@ struct TraceEntry {
   // Sampled tracing: the calls actually seen; count (and nested, with_children) are then extrapolated
   // from them. 0: every call was seen and the counts are exact.
   uint64_t seen = 0;
+  // Calls whose float scalars had other values are counted here too: past TraceStore's
+  // kMaxFloatVariants variants of a signature (a step-dependent scalar makes one every step), later
+  // ones are merged into the first; args keep its values.
+  bool floats_merged = false;
   std::vector<ArgValue> args;             // in schema order
   std::optional<DeviceTime> device_time;  // when measured
   std::vector<KernelCount> kernels;       // what its calls launched, most launches first

@@ -235,6 +235,7 @@ void emit_entry(YAML::Emitter& out, const TraceEntry& e) {
   out << YAML::Key << "with_children" << YAML::Value << e.with_children;
   if (e.routed) out << YAML::Key << "routed" << YAML::Value << e.routed;
   if (e.seen) out << YAML::Key << "seen" << YAML::Value << e.seen;
+  if (e.floats_merged) out << YAML::Key << "floats_merged" << YAML::Value << true;
   out << YAML::Key << "args" << YAML::Value;
   if (e.args.empty()) out << YAML::Flow;
   out << YAML::BeginSeq;
@@ -378,6 +379,7 @@ class Reader : public yaml::Reader {
     if (e.routed > e.count) fail(n["routed"], "routed exceeds count");
     e.seen = optional<uint64_t>(n, "seen", 0, "a non-negative integer");
     if (e.seen > e.count) fail(n["seen"], "seen exceeds count (count is the calls seen and extrapolated)");
+    e.floats_merged = optional<bool>(n, "floats_merged", false, "true or false");
     if (YAML::Node args = n["args"]) {
       if (!args.IsSequence()) fail(args, "expected a list of arguments");
       for (const auto& a : args) e.args.push_back(arg(a));
