@@ -21,8 +21,8 @@ struct Config {
   size_t max_signatures = 100000;           // BB_MAX_SIGNATURES
   bool int_ranges = true;                   // BB_INT_RANGES=0 turns value-range sampling off
   bool device_time = true;                  // BB_DEVICE_TIME=0 turns CUPTI device timing off
-  bool device_time_first = true;            // each signature's first calls (the default); BB_DEVICE_TIME=all: every call
-  bool device_time_first_asked = false;     // BB_DEVICE_TIME=first itself: say so where it cannot be had
+  bool device_time_first = true;            // first calls of each signature; BB_DEVICE_TIME=all: every call
+  bool device_time_first_asked = false;     // BB_DEVICE_TIME=first itself: warn where it cannot be had
   uint32_t device_time_calls = 5;           // BB_DEVICE_TIME_CALLS: timed calls wanted per signature
   double device_time_refresh = 10.0;        // BB_DEVICE_TIME_REFRESH (s): one more of each this often; 0: never
   uint32_t sample_on_ms = 0;                // BB_DEVICE_TIME_SAMPLE=ON/PERIOD (ms): device time recorded in

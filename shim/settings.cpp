@@ -79,9 +79,7 @@ std::string read_device_time(const std::string& v, const std::string&, Config& c
   c.device_time_first_asked = false;
   return "";
 }
-std::string device_time_text(const Config& c) {
-  return c.device_time ? (c.device_time_first ? "first" : "all") : "0";
-}
+std::string device_time_text(const Config& c) { return c.device_time ? (c.device_time_first ? "first" : "all") : "0"; }
 
 std::string read_log(const std::string& v, const std::string&, Config& c) {
   static const char* const kLevels[] = {"off", "warn", "info", "debug", "0", "1", "2", "3"};

@@ -50,12 +50,13 @@ class CuptiApi {
 };
 
 // Which calls are timed (docs/device-time.md).
-//   All         every call (the default; a timeline needs it).
-//   FirstCalls  BB_DEVICE_TIME=first: each signature's first `calls` calls, and one more of each every
+//   All         BB_DEVICE_TIME=all: every call (a timeline needs it).
+//   FirstCalls  the default: each signature's first `calls` calls, and one more of each every
 //               refresh_ms; CUPTI is detached while no wanted call comes, and attached again when a
 //               call of a repeating signature that wants timing starts (a first sight opens a window
 //               at most once a second). A signature repeats once seen again repeat_gap_ms or more after
-//               its first sight (signatures a single step makes and uses never do).
+//               its first sight (signatures a single step makes and uses never do); a float variant
+//               (is_variant) wants nothing until it repeats.
 //   Windows     the calls inside a window of on_ms at the start of every period_ms
 //               (BB_DEVICE_TIME_SAMPLE).
 // Calls cut by a window's edge are left out (and counted), never timed short; calls outside windows
