@@ -83,7 +83,9 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
     if (it != signatures_.end()) {
       sig = it->second;
     } else {
-      FloatVariants& v = variants_[blind];
+      auto found = variants_.find(blind);
+      if (found == variants_.end() && records_.size() >= max_signatures_) return std::nullopt;
+      FloatVariants& v = found != variants_.end() ? found->second : variants_[blind];
       if (v.count >= kMaxFloatVariants) {
         // One more float variant: counted under the first, as every later one will be (the thread
         // keys it by the blind key; no new record, no new key kept here).

@@ -211,6 +211,7 @@ TEST_CASE("past the signature limit calls are counted as untraced") {
   CHECK(small.intern_signature(k1, b1, op, args1));
   CHECK_FALSE(small.intern_signature(k2, b2, op, args2));
   CHECK(small.intern_signature(k1, b1, op, args1));  // known ones still resolve
+  CHECK(small.progress().signatures == 1);           // the refused one is kept nowhere
 }
 
 TEST_CASE("past kMaxFloatVariants float variants of a signature, later ones are counted under the first") {
