@@ -6,8 +6,8 @@ CUPTI device timing on CUDA (traced: each signature's first calls timed, CUPTI d
 signature wants more), the same with every call timed (traced-all: BB_DEVICE_TIME=all), the same as
 traced asked for by name (traced-first: BB_DEVICE_TIME=first), the same with windowed device
 timing (traced-sampled: BB_DEVICE_TIME_SAMPLE=100/1000 unless --sample says otherwise: 100 ms of every
-second, CUPTI detached in between), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload tracing with CUPTI recording
-kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
+second, CUPTI detached in between), preload tracing with BB_DEVICE_TIME=0 (shapes-only), preload
+tracing with CUPTI recording kernels but not tying them to ops (cupti-kernels: what CUPTI itself costs),
 torch.profiler(record_shapes=True) without the preload, and the preload routing aten::add.Tensor to the
 sample backend under a policy whose condition is false for these calls (tracing off: the cost of
 deciding not to route), and no preload but one empty RecordFunction callback that asks for every op's
@@ -21,8 +21,10 @@ are stable) without device timing (shapes-sampled) and with first-calls device t
     each at least --op-seconds long (a whole number of sampling periods: a short run could fall
     between two windows of sampled timing and time nothing);
   * per-step time of a training step (the example model; GPT-2 small, a small Llama or BERT-base with
-    --model gpt2|llama|bert, bf16 autocast on CUDA, AdamW), median, and the mean of every step after the
-    first (the steps whose calls were timed included). --op-seconds 0 leaves the tiny op out.
+    --model gpt2|llama|bert, bf16 autocast on CUDA, AdamW; --model llama-tiny: the small Llama at hidden
+    64 with AdamW foreach, for the CPU, where its ops cost about what launches do), median, and the mean
+    of every step after the first (the steps whose calls were timed included). --op-seconds 0 leaves the
+    tiny op out.
 Configurations run interleaved, --rounds times, each round in fresh processes. Per-op time is the best
 over rounds (noise only ever adds time to a tight loop); step time is the median over rounds. With
 --ab PAIRS each process then runs PAIRS pairs of steps with RecordFunction on and off
@@ -34,9 +36,9 @@ With traced-all and traced (or traced-first, traced-first-sampled) on CUDA, each
 their traces: the share of the signatures that launched device work (in traced-all's trace) with at
 least 3 timed calls in the other's (of all of them, and of those called at least 3 times), and each
 op's device time extrapolated from the other's timed calls (and, sampled, counts) against traced-all's
-total. For the
-sampled configurations it prints, per round on stderr, what CUPTI was doing during each step (from the
-trace's timing events: window open, attached with records off, detached) and why each window closed,
+total. For the sampled configurations it prints, per round on stderr, what CUPTI was doing during each
+step (from the trace's timing events: window open, attached with records off, detached) and why each
+window closed,
 so that a slow step can be told apart from a slow mechanism, and when tracing was sampled and why not.
 
     python3 scripts/bench_overhead.py                      # CPU, example model
