@@ -253,8 +253,7 @@ def cupti_per_step(events, spans):
 def run_config(args, config):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
     if config in ("disabled", "traced", "traced-all", "traced-first", "traced-first-sampled", "traced-sampled",
-                  "shapes-only",
-                  "shapes-sampled", "cupti-kernels", "route-unmet"):
+                  "shapes-only", "shapes-sampled", "cupti-kernels", "route-unmet"):
         env["LD_PRELOAD"] = str(Path(args.build) / "lib" / "libbbshim.so")
         env["BB_TRACE"] = os.path.join(args.tmp, f"bench-{os.getpid()}.yaml")
     if config == "disabled":

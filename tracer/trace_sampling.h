@@ -5,9 +5,10 @@
 // costs a counter decrement, though PyTorch's sampling itself still costs a step 1-3%). Each call seen
 // then stands for N calls: the counts are estimates without bias, whatever each op costs. Time
 // windows were tried first and were biased: tracing slows the calls inside a window, cheap ops more
-// than others, so windows saw too few of the cheap ones. Every call is traced again while something needs it (device timing tying launches to ops, routing) and
-// when the sampled calls bring new signatures (the program changed what it does). The decisions are
-// here, without torch, so that they are tested as such; observer.cpp switches the callbacks.
+// than others, so windows saw too few of the cheap ones. Every call is traced again while something
+// needs it (device timing tying launches to ops, routing) and when the sampled calls bring new
+// signatures (the program changed what it does). The decisions are here, without torch, so that they
+// are tested as such; observer.cpp switches the callbacks.
 #pragma once
 
 #include <chrono>
