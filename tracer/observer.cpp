@@ -1,14 +1,17 @@
 #include "tracer/observer.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "tracer/devtime/collector.h"
 #include "tracer/log.h"
@@ -19,7 +22,7 @@ namespace bb::tracer {
 namespace {
 
 constexpr size_t kMaxFrames = 256;
-constexpr size_t kOpCacheSize = 512;  // power of two
+constexpr size_t kOpCacheInitial = 256;  // power of two; doubles at half full
 
 std::atomic<TraceStore*> g_store{nullptr};
 std::atomic<uint32_t> g_generation{1};
@@ -45,8 +48,11 @@ struct Frame {
   bool sampled;    // seen while tracing was sampled
 };
 
+// A thread's ops by the addresses of their name and overload name, which stay put while the op is
+// registered (open addressing, linear probing). An op registered after another was removed may reuse
+// its addresses: every removal empties the caches (g_ops_epoch).
 struct OpCacheEntry {
-  const char* name = nullptr;
+  const char* name = nullptr;  // null: empty
   const char* overload = nullptr;
   const OpInfo* op = nullptr;
 };
@@ -62,7 +68,9 @@ struct ThreadState {
   size_t depth = 0;
   size_t overflow = 0;  // calls nested deeper than kMaxFrames
   int cur_op = -1;
-  std::array<OpCacheEntry, kOpCacheSize> ops{};
+  std::vector<OpCacheEntry> ops = std::vector<OpCacheEntry>(kOpCacheInitial);
+  size_t ops_used = 0;
+  uint64_t ops_epoch = 0;
 };
 
 thread_local ThreadState* t_state = nullptr;
@@ -100,13 +108,72 @@ inline ThreadState* state_for_thread() {
   return make_state();
 }
 
+// Named ranges (RECORD_FUNCTION with a string, such as autograd's "autograd::engine::evaluate_function:
+// MulBackward0", one per backward node) are not ops. RecordFunction gives every one of them the same
+// literal "" as overload name, an address no op's schema string can have (those live in the schema).
+// Once two named ranges have shown the same address, a record with it is known to be no op without
+// the store's lock (before, each named range took it, and so did the old op cache's collisions:
+// about a tenth of all calls on a small Llama's training step).
+std::atomic<const char*> g_named_overload{nullptr};
+std::atomic<const char*> g_named_candidate{nullptr};
+
+void learn_named_overload(const char* overload) {
+  if (*overload != '\0') return;
+  const char* seen = g_named_candidate.exchange(overload, std::memory_order_relaxed);
+  if (seen == overload) g_named_overload.store(overload, std::memory_order_relaxed);
+}
+
+// Bumped whenever an operator is removed from the dispatcher (a torch.library going away): the
+// threads' op caches are emptied before their next lookup.
+std::atomic<uint64_t> g_ops_epoch{0};
+
+class OpsRemoved final : public c10::OpRegistrationListener {
+ public:
+  void onOperatorRegistered(const c10::OperatorHandle&) override {}
+  void onOperatorDeregistered(const c10::OperatorHandle&) override { g_ops_epoch.fetch_add(1); }
+};
+
+size_t op_slot(const char* name, size_t mask) {
+  return static_cast<size_t>((reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+void cache_op(ThreadState& s, const char* name, const char* overload, const OpInfo* op) {
+  if ((s.ops_used + 1) * 2 > s.ops.size()) {
+    std::vector<OpCacheEntry> old(s.ops.size() * 2);
+    old.swap(s.ops);
+    const size_t mask = s.ops.size() - 1;
+    for (const OpCacheEntry& e : old) {
+      if (!e.name) continue;
+      size_t i = op_slot(e.name, mask);
+      while (s.ops[i].name) i = (i + 1) & mask;
+      s.ops[i] = e;
+    }
+  }
+  const size_t mask = s.ops.size() - 1;
+  size_t i = op_slot(name, mask);
+  while (s.ops[i].name) i = (i + 1) & mask;
+  s.ops[i] = {name, overload, op};
+  ++s.ops_used;
+}
+
 const OpInfo* lookup_op(ThreadState& s, const at::RecordFunction& fn) {
   const char* name = fn.name();
   const char* overload = fn.overload_name();
-  OpCacheEntry& e = s.ops[(reinterpret_cast<uintptr_t>(name) >> 4) & (kOpCacheSize - 1)];
-  if (e.name == name && e.overload == overload && e.op->schema_name == name) return e.op;
+  if (overload == g_named_overload.load(std::memory_order_relaxed)) return nullptr;
+  if (const uint64_t epoch = g_ops_epoch.load(std::memory_order_acquire); C10_UNLIKELY(epoch != s.ops_epoch)) {
+    std::fill(s.ops.begin(), s.ops.end(), OpCacheEntry{});
+    s.ops_used = 0;
+    s.ops_epoch = epoch;
+  }
+  const size_t mask = s.ops.size() - 1;
+  for (size_t i = op_slot(name, mask); s.ops[i].name; i = (i + 1) & mask)
+    if (s.ops[i].name == name && s.ops[i].overload == overload) return s.ops[i].op;
   const OpInfo* op = s.store->intern_op(fn);
-  if (op) e = {name, overload, op};
+  if (op) {
+    cache_op(s, name, overload, op);
+  } else {
+    learn_named_overload(overload);
+  }
   return op;
 }
 
@@ -278,6 +345,9 @@ TraceStore* start_tracing(const TracerOptions& options) {
   g_options = options;
   auto* store = new TraceStore(options.max_signatures);  // never freed: threads may use it at exit
   g_store.store(store, std::memory_order_release);
+  // Never released: the dispatcher may be gone before this library's destructors run.
+  auto& dispatcher = c10::Dispatcher::singleton();
+  new c10::RegistrationHandleRAII(dispatcher.addRegistrationListener(std::make_unique<OpsRemoved>()));
   g_handle = at::addGlobalCallback(
       at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   return store;

@@ -62,7 +62,6 @@ const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
   auto info = std::make_unique<OpInfo>();
   info->id = static_cast<uint32_t>(ops_.size());
   info->name = full;
-  info->schema_name = fn.name();
   for (const auto& a : schema->arguments()) info->writes.push_back(a.alias_info() && a.alias_info()->isWrite());
   if (auto handle = c10::Dispatcher::singleton().findOp(schema->operator_name()))
     for (c10::DispatchKey k : c10::autocast_dispatch_keyset)
@@ -95,7 +94,8 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
         op.merges_floats.store(true, std::memory_order_relaxed);
       } else {
         if (records_.size() >= max_signatures_) return std::nullopt;
-        Record r{&op, {}};
+        Record r;
+        r.op = &op;
         const auto& params = op.schema->arguments();
         for (size_t i = 0; i < args.size(); ++i)
           r.args.push_back(describe_arg(args[i], i < params.size() ? &params[i] : nullptr, i));

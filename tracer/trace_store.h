@@ -26,8 +26,7 @@ namespace bb::tracer {
 
 struct OpInfo {
   uint32_t id = 0;
-  std::string name;         // aten::add.Tensor
-  std::string schema_name;  // aten::add: checked on every cache hit
+  std::string name;  // aten::add.Tensor
   std::optional<c10::FunctionSchema> schema;
   std::vector<bool> writes;  // per argument: the schema lets the op write it
   // The autocast keys (AutocastCPU, AutocastCUDA, ...) this op has a kernel of its own for. Such a
@@ -105,7 +104,7 @@ class TraceStore {
     void add(const Counters& c);
   };
   struct Record {
-    const OpInfo* op;
+    const OpInfo* op = nullptr;
     std::vector<trace::ArgValue> args;
     Tally finished;              // from threads that ended
     bool float_variant = false;  // see float_variant()

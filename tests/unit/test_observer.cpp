@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <torch/library.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -196,6 +199,68 @@ TEST_CASE("a store that saw no calls writes no file") {
   bb::shim::TraceWriter writer(&empty, "/tmp/bbshim-never-written.yaml", bb::shim::current_run_info("x"));
   REQUIRE(writer.write("exited", true));
   CHECK(access("/tmp/bbshim-never-written.yaml", F_OK) != 0);
+}
+
+TEST_CASE("named ranges are no ops: not traced, and an op inside one is not nested") {
+  store();
+  auto a = at::ones({2, 19});
+  for (int i = 0; i < 5; ++i) {
+    RECORD_FUNCTION("bb test: a named range", std::vector<c10::IValue>());
+    {
+      // A long name, on the heap as autograd's "autograd::engine::evaluate_function: ..." ones are.
+      RECORD_FUNCTION(
+          std::string("bb test: a named range whose name does not fit in a short string ") + std::to_string(i),
+          std::vector<c10::IValue>());
+      at::neg(a);
+    }
+  }
+  const auto found = entries("aten::neg", {2, 19});
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].count == 5);
+  CHECK(found[0].nested == 0);
+  for (const auto& e : store()->snapshot().entries) CHECK(e.op.rfind("bb test", 0) == std::string::npos);
+}
+
+namespace {
+
+// Defines `n` ops named <prefix><k> in a library of their own; each returns its input plus one.
+std::unique_ptr<torch::Library> define_ops(const std::string& prefix, int n) {
+  auto lib = std::make_unique<torch::Library>(torch::Library::FRAGMENT, "bbtest", std::nullopt, __FILE__, __LINE__);
+  for (int k = 0; k < n; ++k)
+    lib->def((prefix + std::to_string(k) + "(Tensor x) -> Tensor").c_str(), [](const at::Tensor& x) { return x + 1; });
+  return lib;
+}
+
+void call_ops(const std::string& prefix, int n, int times, const at::Tensor& x) {
+  for (int k = 0; k < n; ++k) {
+    auto op = c10::Dispatcher::singleton()
+                  .findSchemaOrThrow(("bbtest::" + prefix + std::to_string(k)).c_str(), "")
+                  .typed<at::Tensor(const at::Tensor&)>();
+    for (int t = 0; t < times; ++t) op.call(x);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ops registered and removed at run time are counted under their own names") {
+  store();
+  // More ops than the thread's op cache starts with (it grows), then all of them removed and as many
+  // others registered, which may reuse the removed ones' addresses: each call counts under its own op.
+  constexpr int kOps = 300;
+  auto x = at::ones({3, 17});
+  auto first = define_ops("first", kOps);
+  call_ops("first", kOps, 2, x);
+  first.reset();
+  auto second = define_ops("second", kOps);
+  call_ops("second", kOps, 3, x);
+  std::map<std::string, uint64_t> counts;
+  for (const auto& e : store()->snapshot().entries)
+    if (e.op.rfind("bbtest::", 0) == 0) counts[e.op] += e.count;
+  REQUIRE(counts.size() == 2 * kOps);
+  for (int k = 0; k < kOps; ++k) {
+    CHECK(counts["bbtest::first" + std::to_string(k)] == 2);
+    CHECK(counts["bbtest::second" + std::to_string(k)] == 3);
+  }
 }
 
 TEST_CASE("past the signature limit calls are counted as untraced") {
