@@ -112,33 +112,33 @@ void encode_unchecked(const c10::IValue& v, KeyWords& out, bool blind) {
     encode_list_or_other(v, out, blind);
   }
 }
+// Lists are read through toListRef(): the typed accessors (toIntList(), toTensorList(), get(k)) copy
+// reference-counted handles, an atomic increment and decrement per list and per tensor on every call.
 void encode_list_or_other(const c10::IValue& v, KeyWords& out, bool blind) {
+  if (!v.isList()) {
+    out.push_back(header(kOther, other_code(v)));
+    return;
+  }
+  const auto list = v.toListRef();
   if (v.isIntList()) {
-    auto list = v.toIntList();
     out.push_back(header(kIntList, list.size()));
-    for (int64_t x : list) out.push_back(static_cast<uint64_t>(x));
+    for (const auto& x : list) out.push_back(static_cast<uint64_t>(x.toInt()));
   } else if (v.isDoubleList()) {
-    auto list = v.toDoubleList();
     out.push_back(header(kDoubleList, list.size()));
-    for (double x : list) out.push_back(blind ? 0 : double_bits(x));
+    for (const auto& x : list) out.push_back(blind ? 0 : double_bits(x.toDouble()));
   } else if (v.isBoolList()) {
-    auto list = v.toBoolList();
     out.push_back(header(kBoolList, list.size()));
     uint64_t bits = 0;
     for (size_t k = 0; k < list.size(); ++k) {
-      if (list.get(k)) bits |= uint64_t{1} << (k % 64);
+      if (list[k].toBool()) bits |= uint64_t{1} << (k % 64);
       if (k % 64 == 63 || k + 1 == list.size()) out.push_back(std::exchange(bits, 0));
     }
   } else if (v.isTensorList()) {
-    auto list = v.toTensorList();
     out.push_back(header(kTensorList, list.size()));
-    for (size_t k = 0; k < list.size(); ++k) encode_tensor(list.get(k), out);
-  } else if (v.isList()) {
-    auto list = v.toListRef();
+    for (const auto& x : list) encode_tensor(x.toTensor(), out);
+  } else {
     out.push_back(header(kList, list.size()));
     for (const auto& x : list) encode_unchecked(x, out, blind);
-  } else {
-    out.push_back(header(kOther, other_code(v)));
   }
 }
 
@@ -154,14 +154,26 @@ void encode_key(const c10::IValue& v, KeyWords& out, bool blind_floats) {
   }
 }
 
+// Four independent lanes, so that a long key (a foreach op's tensor list) hashes at about a word a
+// cycle rather than one multiply's latency a word; short keys take the tail loop. The hash only picks
+// the bucket: equal keys are decided by comparing the words.
 uint64_t hash_key(const uint64_t* words, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-  for (size_t k = 0; k < n; ++k) {
-    h ^= words[k];
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
+  constexpr uint64_t kMul = 0xBF58476D1CE4E5B9ull;
+  auto mix = [](uint64_t h, uint64_t w) {
+    h = (h ^ w) * kMul;
+    return h ^ (h >> 31);
+  };
+  uint64_t a = 0x9E3779B97F4A7C15ull ^ n, b = 0x94D049BB133111EBull, c = 0xD6E8FEB86659FD93ull,
+           d = 0xA0761D6478BD642Full;
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    a = mix(a, words[k]);
+    b = mix(b, words[k + 1]);
+    c = mix(c, words[k + 2]);
+    d = mix(d, words[k + 3]);
   }
-  return h;
+  for (; k < n; ++k) a = mix(a, words[k]);
+  return mix(mix(mix(a, b), c), d);
 }
 
 // ------------------------------------------------------------------ describing (slow path)
