@@ -68,7 +68,9 @@ class TraceStore {
   // signatures of their own up to this many; later ones are counted under the first (whose entry then
   // says floats_merged). A step-dependent scalar (AdamW's step size, a learning-rate schedule) makes
   // a new one every step; keeping them all grew the store, the trace and the writes without bound.
-  static constexpr uint32_t kMaxFloatVariants = 16;
+  // Few: from then on the first repeats every step and first-calls device timing can time it (with 16
+  // kept, it repeated only from the 17th step, too late for a 20-step run; performance.md).
+  static constexpr uint32_t kMaxFloatVariants = 4;
   // Registers a signature seen for the first time by some thread (slow path); blind is its key with
   // float values as 0 (encode_key's blind_floats). nullopt when the signature limit is reached.
   std::optional<Interned> intern_signature(const KeyWords& key, const KeyWords& blind, const OpInfo& op,
