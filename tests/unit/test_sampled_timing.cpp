@@ -281,7 +281,10 @@ TEST_CASE("first-calls timing: a first sight opens a window at most once per fir
   call(r, 4, 90);
   CHECK(r.log->attaches == 1);
   REQUIRE(r.timer->tick(std::chrono::steady_clock::now()));  // 4 wants one more and a wanted call began: open
+  // 4 repeats and wants one more: the window waits for it, kPatience at most.
   REQUIRE(r.timer->tick(std::chrono::steady_clock::now() + CuptiSession::kLinger));
+  CHECK_FALSE(r.cupti->is_detached);
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now() + kLater));
   REQUIRE(r.cupti->is_detached);
   std::this_thread::sleep_for(std::chrono::milliseconds(310));  // past the gap: a first sight opens
   call(r, 5, 30);
@@ -293,6 +296,27 @@ TEST_CASE("first-calls timing: a first sight opens a window at most once per fir
   CHECK(sigs[4].per_call.count() == 1);
   CHECK(sigs[5].per_call.count() == 1);
   CHECK(sigs[6].per_call.count() == 1);
+}
+
+TEST_CASE("first-calls timing: the first window waits for the first repeat, kFirstPatience at most") {
+  Rig r({}, first_calls(3, 0, 0, 1000));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  const auto now = std::chrono::steady_clock::now();
+  // A long first step (lazy initialization): first sights only, their wanted calls still coming.
+  for (uint32_t k = 1; k <= 3; ++k) {
+    call(r, k, 10);
+    REQUIRE(r.timer->tick(now + k * kLater));  // no repeat yet: kPatience does not apply to it
+    CHECK_FALSE(r.cupti->is_detached);
+  }
+  // Nothing ever repeats: closed once kFirstPatience has passed.
+  call(r, 4, 10);
+  REQUIRE(r.timer->tick(now + CuptiSession::kFirstPatience + kLater));
+  CHECK(r.cupti->is_detached);
+  r.timer->finish();
+  bool patience = false;
+  for (const auto& e : r.timer->events()) patience |= e.what.rfind("close: no repeating signature", 0) == 0;
+  CHECK(patience);
 }
 
 TEST_CASE("first-calls timing: signatures seen once are no progress; a window closes once wanted calls stop") {

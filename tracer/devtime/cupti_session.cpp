@@ -323,12 +323,17 @@ bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
       last_began_ = b;
       last_wanted_at_ = now;
     }
-    // Open: while wanted calls keep coming (or the first window is young), or a wanted call is running;
-    // closed after kPatience without a repeating signature's timed call whatever runs.
-    const bool quiet = now - last_progress_at_ >= kPatience;
+    // Open: while a repeating signature wants more (it comes back next step; closing and attaching
+    // again costs more than a step's gap), while other wanted calls keep coming (or the first window is
+    // young), or while a wanted call is running; closed after kPatience without a repeating
+    // signature's timed call whatever runs. The first window counts that from the first repeat (a
+    // program's first step, with its lazy initialization, can take longer), kFirstPatience at most.
+    const bool looping = windows_.load() > 1 || wants_->repeating() > 0 || now - started_at_ >= kFirstPatience;
+    const bool quiet = looping && now - last_progress_at_ >= kPatience;
     const bool may_close = wanted_in_flight_.load() <= 0 && (windows_.load() > 1 || now - started_at_ >= kPatience);
     const bool none_wanted = wants_->short_of() == 0;
-    const bool settled = may_close && (none_wanted || now - last_wanted_at_ >= kLinger);
+    const bool settled =
+        may_close && (none_wanted || (wants_->short_repeating() == 0 && now - last_wanted_at_ >= kLinger));
     if (!quiet && !settled) return true;
     why = settled ? (none_wanted ? "no signature wants more"
                                  : "no wanted call for " + std::to_string(kLinger.count()) + " ms")

@@ -119,10 +119,12 @@ class CuptiSession {
   bool window(bool open, std::chrono::steady_clock::time_point drain_until = {}, const char* why = "period");
   // FirstCalls, from the sampler thread every few milliseconds: refreshes what signatures want when
   // due, opens a window a call asked for, and closes the open one (the first window stays kPatience at
-  // least) when no wanted call runs and either no signature wants more or no wanted call began for
-  // kLinger; or when no repeating signature was timed for kPatience (a stream of signatures that
-  // never repeat does not hold a window). So the first window stays open across the first steps
-  // while their calls come, new or repeating, and closes once they have their calls: one detach.
+  // least) when no wanted call runs and either no signature wants more or, with no repeating
+  // signature wanting more, no wanted call began for kLinger; or when no repeating signature was timed
+  // for kPatience (a stream of signatures that never repeat does not hold a window; the first window
+  // counts from the first repeat, kFirstPatience at most). So the first window stays open across the
+  // first steps while their calls come, new or repeating, and closes once they have their calls: one
+  // detach.
   // Returns false once timing has stopped.
   bool tick(std::chrono::steady_clock::time_point now);
   const Sampling& sampling() const { return sampling_; }
@@ -136,8 +138,10 @@ class CuptiSession {
   uint64_t signatures_seen() const { return wants_ ? wants_->seen() : 0; }
   uint64_t signatures_short() const { return wants_ ? wants_->short_of() : 0; }
   static constexpr std::chrono::milliseconds kPatience{300};
-  // An open window with no wanted call beginning this long closes, even while signatures want more
-  // (those seen in one step only never come back).
+  // The first window waits this long at most for a first repeating signature before kPatience applies.
+  static constexpr std::chrono::milliseconds kFirstPatience{5000};
+  // An open window with no wanted call beginning this long closes while only signatures not known to
+  // repeat want more (those seen in one step only never come back).
   static constexpr std::chrono::milliseconds kLinger{20};
   static constexpr uint32_t kRepeatGapMs = 100;            // the preload's Sampling::repeat_gap_ms
   static constexpr std::chrono::milliseconds kDrain{100};  // FirstCalls: how long closing waits for records
