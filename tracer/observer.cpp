@@ -137,22 +137,22 @@ size_t op_slot(const char* name, size_t mask) {
   return static_cast<size_t>((reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
 }
 
+// Into the first free slot from its own (the table always has free ones).
+void place(std::vector<OpCacheEntry>& ops, const OpCacheEntry& e) {
+  const size_t mask = ops.size() - 1;
+  size_t i = op_slot(e.name, mask);
+  while (ops[i].name) i = (i + 1) & mask;
+  ops[i] = e;
+}
+
 void cache_op(ThreadState& s, const char* name, const char* overload, const OpInfo* op) {
   if ((s.ops_used + 1) * 2 > s.ops.size()) {
     std::vector<OpCacheEntry> old(s.ops.size() * 2);
     old.swap(s.ops);
-    const size_t mask = s.ops.size() - 1;
-    for (const OpCacheEntry& e : old) {
-      if (!e.name) continue;
-      size_t i = op_slot(e.name, mask);
-      while (s.ops[i].name) i = (i + 1) & mask;
-      s.ops[i] = e;
-    }
+    for (const OpCacheEntry& e : old)
+      if (e.name) place(s.ops, e);
   }
-  const size_t mask = s.ops.size() - 1;
-  size_t i = op_slot(name, mask);
-  while (s.ops[i].name) i = (i + 1) & mask;
-  s.ops[i] = {name, overload, op};
+  place(s.ops, {name, overload, op});
   ++s.ops_used;
 }
 

@@ -83,9 +83,11 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
       sig = it->second;
     } else {
       auto found = variants_.find(blind);
-      if (found == variants_.end() && records_.size() >= max_signatures_) return std::nullopt;
+      const bool merge = found != variants_.end() && found->second.count >= kMaxFloatVariants;
+      // At the limit only a merged variant is counted; a refused signature leaves no variants_ entry.
+      if (!merge && records_.size() >= max_signatures_) return std::nullopt;
       FloatVariants& v = found != variants_.end() ? found->second : variants_[blind];
-      if (v.count >= kMaxFloatVariants) {
+      if (merge) {
         // One more float variant: counted under the first, as every later one will be (the thread
         // keys it by the blind key; no new record, no new key kept here).
         sig = v.first;
@@ -93,7 +95,6 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
         records_[sig].floats_merged = true;
         op.merges_floats.store(true, std::memory_order_relaxed);
       } else {
-        if (records_.size() >= max_signatures_) return std::nullopt;
         Record r;
         r.op = &op;
         const auto& params = op.schema->arguments();
