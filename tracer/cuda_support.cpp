@@ -272,6 +272,7 @@ void start_device_timing() {
     sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms,
                                               devtime::CuptiSession::kRepeatGapMs);
     sampling.is_variant = &float_variant;
+    sampling.name_of = &describe_signature;
   } else if (g_timing_options.first_calls_asked && api)  // the default falls back quietly
     log::warn(
         "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "

@@ -427,6 +427,11 @@ bool float_variant(uint32_t sig) {
   return store && store->float_variant(sig);
 }
 
+std::string describe_signature(uint32_t sig) {
+  TraceStore* store = g_store.load();
+  return store ? store->describe(sig) : "signature " + std::to_string(sig);
+}
+
 void run_on_next_op(void (*task)()) { g_next_op_task.store(task); }
 
 void mark_routed() {

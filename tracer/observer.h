@@ -51,6 +51,8 @@ void set_op_hooks(OpStartHook start, OpEndHook end);
 
 // Whether sig differs from an earlier signature only in float scalars' values (TraceStore).
 bool float_variant(uint32_t sig);
+// sig in a line (TraceStore::describe), for messages.
+std::string describe_signature(uint32_t sig);
 // Runs `task` once, on the thread of the next traced op call (a cheap way to do deferred work
 // inside the program without a thread of our own).
 void run_on_next_op(void (*task)());

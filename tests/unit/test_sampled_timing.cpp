@@ -319,6 +319,30 @@ TEST_CASE("first-calls timing: the first window waits for the first repeat, kFir
   CHECK(patience);
 }
 
+TEST_CASE("first-calls timing: a window the patience closes names the repeating signatures still short") {
+  Sampling s = first_calls(5, 0, 1);
+  s.name_of = [](uint32_t sig) { return "aten::op" + std::to_string(sig) + "(float32[4])"; };
+  Rig r({}, s);
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  call(r, 1, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past the repeat gap
+  call(r, 1, 10);                                             // repeats: 3 more wanted
+  call(r, 2, 10);                                             // seen once: not repeating
+  const auto now = std::chrono::steady_clock::now();
+  REQUIRE(r.timer->tick(now));
+  CHECK_FALSE(r.cupti->is_detached);
+  REQUIRE(r.timer->tick(now + kLater));
+  CHECK(r.cupti->is_detached);
+  std::string close;
+  for (const auto& e : r.timer->events())
+    if (e.what.rfind("close:", 0) == 0) close = e.what;
+  CHECK(close.find("no repeating signature timed for") != std::string::npos);
+  CHECK(close.find("; still short: aten::op1(float32[4]) (3 more; seen first at ") != std::string::npos);
+  CHECK(close.find("aten::op2") == std::string::npos);
+  r.timer->finish();
+}
+
 TEST_CASE("first-calls timing: signatures seen once are no progress; a window closes once wanted calls stop") {
   Rig r({}, first_calls(5));
   r.cupti->detachable = true;

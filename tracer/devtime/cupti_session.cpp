@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <cstdio>
 #include <thread>
 
 namespace bb::devtime {
@@ -297,6 +298,31 @@ bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain
   return true;
 }
 
+// Which repeating signatures held the window: the first three, with what they still want and when
+// they were first and last seen (the events' clock, seconds).
+std::string CuptiSession::short_repeating_text() const {
+  constexpr size_t kShown = 3;
+  const uint64_t n = wants_->short_repeating();
+  if (n == 0) return "";
+  auto seconds = [this](uint32_t ms) {
+    const auto t = wants_->base() + std::chrono::milliseconds(ms);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", std::chrono::duration<double>(t.time_since_epoch()).count());
+    return std::string(buf);
+  };
+  std::string out = "; still short: ";
+  const auto list = wants_->short_repeating_list(kShown);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& s = list[i];
+    if (i) out += ", ";
+    out += sampling_.name_of ? sampling_.name_of(s.sig) : "signature " + std::to_string(s.sig);
+    out += " (" + std::to_string(s.owed) + " more; seen first at " + seconds(s.first_ms) + ", last at " +
+           seconds(s.last_ms) + ")";
+  }
+  if (n > list.size()) out += " and " + std::to_string(n - list.size()) + " more";
+  return out;
+}
+
 bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
   if (!wants_) return active_.load();
   std::string why;
@@ -337,7 +363,8 @@ bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
     if (!quiet && !settled) return true;
     why = settled ? (none_wanted ? "no signature wants more"
                                  : "no wanted call for " + std::to_string(kLinger.count()) + " ms")
-                  : "no repeating signature timed for " + std::to_string(kPatience.count()) + " ms";
+                  : "no repeating signature timed for " + std::to_string(kPatience.count()) + " ms" +
+                        short_repeating_text();
   }
   return window(false, now + kDrain, why.c_str());
 }

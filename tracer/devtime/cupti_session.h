@@ -72,6 +72,9 @@ struct Sampling {
   // FirstCalls: whether a signature differs from an earlier one only in float scalars' values (null:
   // none does); such a one wants no timed calls until it repeats (signature_wants.h).
   bool (*is_variant)(uint32_t sig) = nullptr;
+  // FirstCalls: a signature in words (op and arguments), for the events that say why a window stayed
+  // open (null: its id).
+  std::string (*name_of)(uint32_t sig) = nullptr;
 
   static Sampling windows(uint32_t on_ms, uint32_t period_ms);
   static Sampling first_calls(uint32_t calls, uint32_t refresh_ms, uint32_t repeat_gap_ms);
@@ -84,7 +87,9 @@ struct Sampling {
 struct WindowEvent {
   double t = 0;      // CLOCK_MONOTONIC (steady_clock), seconds, to the microsecond
   std::string what;  // "open: start|first sight|repeating call|asked by a call|period" (+ " (attached)"),
-                     // "close: <why>", "detached", "not detached: <why>", "stopped: <why>"
+                     // "close: <why>" (FirstCalls: "; still short: <signature> (...), ..."
+                     // when repeating signatures still wanted calls), "detached", "not detached: <why>",
+                     // "stopped: <why>"
 };
 
 class CuptiSession {
@@ -161,6 +166,7 @@ class CuptiSession {
   void open_for_call(bool repeats);          // FirstCalls: a call that wants timing starts between windows
   bool within_budget(std::chrono::steady_clock::time_point now) const;
   void add_control_time(std::chrono::steady_clock::time_point since);  // attaching or detaching took since-now
+  std::string short_repeating_text() const;                            // FirstCalls: "; still short: ..." or ""
   std::unique_ptr<CuptiApi> api_;
   Collector collector_;
   const bool timeline_;

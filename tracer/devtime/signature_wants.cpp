@@ -31,7 +31,11 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
   if (!s) return Want::No;
   uint32_t v = s->state.load(std::memory_order_acquire);  // first_ms is written before the state
   if (v == 0) {
-    if (repeat_gap_ms_) s->first_ms.store(now_ms(), std::memory_order_relaxed);  // before it can be seen again
+    if (repeat_gap_ms_) {  // before it can be seen again
+      const uint32_t t = now_ms();
+      s->first_ms.store(t, std::memory_order_relaxed);
+      s->last_ms.store(t, std::memory_order_relaxed);
+    }
     const bool variant = calls_ > 0 && is_variant_ && is_variant_(sig);
     const uint32_t first = variant ? kSeen | kVariant : kSeen | calls_;
     if (s->state.compare_exchange_strong(v, first)) {
@@ -44,8 +48,14 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
   if (!(v & kRepeats)) {
     // Seen again: it repeats once past the gap (the one transition, by whichever thread wins it); a
     // float variant then wants its own calls.
-    if (repeat_gap_ms_ && now_ms() - s->first_ms.load(std::memory_order_relaxed) < repeat_gap_ms_)
-      return (v & kOwed) ? Want::New : Want::No;
+    if (repeat_gap_ms_) {
+      const uint32_t t = now_ms();
+      if (t - s->first_ms.load(std::memory_order_relaxed) < repeat_gap_ms_) {
+        if (!(v & kOwed)) return Want::No;
+        s->last_ms.store(t, std::memory_order_relaxed);
+        return Want::New;
+      }
+    }
     while (!(v & kRepeats)) {
       const uint32_t next = (v & kVariant) ? (v & ~kVariant) | kRepeats | calls_ : v | kRepeats;
       if (s->state.compare_exchange_weak(v, next)) {
@@ -60,7 +70,24 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
       }
     }
   }
-  return (v & kOwed) ? Want::Again : Want::No;
+  if (!(v & kOwed)) return Want::No;
+  if (repeat_gap_ms_) s->last_ms.store(now_ms(), std::memory_order_relaxed);
+  return Want::Again;
+}
+
+std::vector<SignatureWants::Short> SignatureWants::short_repeating_list(size_t max) const {
+  std::vector<Short> out;
+  for (uint32_t c = 0; c < kChunks && out.size() < max; ++c) {
+    const Slot* chunk = chunks_[c].load(std::memory_order_acquire);
+    if (!chunk) continue;
+    for (uint32_t k = 0; k < kChunk && out.size() < max; ++k) {
+      const uint32_t v = chunk[k].state.load(std::memory_order_relaxed);
+      if ((v & kRepeats) && (v & kOwed))
+        out.push_back({(c << kChunkBits) | k, v & kOwed, chunk[k].first_ms.load(std::memory_order_relaxed),
+                       chunk[k].last_ms.load(std::memory_order_relaxed)});
+    }
+  }
+  return out;
 }
 
 bool SignatureWants::credit(uint32_t sig) {

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 namespace bb::devtime {
 
@@ -55,6 +56,16 @@ class SignatureWants {
   uint64_t variants() const { return variants_.load(std::memory_order_relaxed); }  // seen, wanting nothing
   uint32_t calls() const { return calls_; }
 
+  // Why a window stays open: repeating signatures still short of timed calls (the first `max` in id
+  // order), with how many they still want and when they were first and last seen (ms since this
+  // object was made; last: the latest call that wanted timing).
+  struct Short {
+    uint32_t sig = 0, owed = 0, first_ms = 0, last_ms = 0;
+  };
+  std::vector<Short> short_repeating_list(size_t max) const;
+  uint32_t now_ms() const;
+  std::chrono::steady_clock::time_point base() const { return base_; }  // ms 0
+
  private:
   static constexpr uint32_t kChunkBits = 12;
   static constexpr uint32_t kChunk = 1u << kChunkBits;
@@ -66,9 +77,9 @@ class SignatureWants {
   struct Slot {
     std::atomic<uint32_t> state{0};
     std::atomic<uint32_t> first_ms{0};
+    std::atomic<uint32_t> last_ms{0};  // the latest call that wanted timing (repeat_gap_ms > 0 only)
   };
   Slot* slot(uint32_t sig, bool create);
-  uint32_t now_ms() const;
 
   const uint32_t calls_;
   const uint32_t repeat_gap_ms_;
