@@ -326,9 +326,10 @@ TEST_CASE("first-calls timing: a window the patience closes names the repeating 
   r.cupti->detachable = true;
   REQUIRE(r.timer->start(""));
   call(r, 1, 10);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past the repeat gap
-  call(r, 1, 10);                                             // repeats: 3 more wanted
-  call(r, 2, 10);                                             // seen once: not repeating
+  // Past the repeat gap; so long that, absent since, it may still come (not retired: 2 x 200 ms + kLinger).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  call(r, 1, 10);  // repeats: 3 more wanted
+  call(r, 2, 10);  // seen once: not repeating
   const auto now = std::chrono::steady_clock::now();
   REQUIRE(r.timer->tick(now));
   CHECK_FALSE(r.cupti->is_detached);
@@ -341,6 +342,61 @@ TEST_CASE("first-calls timing: a window the patience closes names the repeating 
   CHECK(close.find("; still short: aten::op1(float32[4]) (3 more; seen first at ") != std::string::npos);
   CHECK(close.find("aten::op2") == std::string::npos);
   r.timer->finish();
+}
+
+TEST_CASE("first-calls timing: a repeating signature gone for twice its gaps holds the window no longer") {
+  Sampling s = first_calls(5, 0, 1);
+  s.name_of = [](uint32_t sig) { return "aten::op" + std::to_string(sig) + "()"; };
+  Rig r({}, s);
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  call(r, 1, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  call(r, 1, 10);  // repeats, 3 short; its gap 3 ms
+  // Past the first window's kPatience; the sampler sees the progress.
+  const auto t1 = std::chrono::steady_clock::now() + CuptiSession::kPatience;
+  REQUIRE(r.timer->tick(t1));
+  CHECK_FALSE(r.cupti->is_detached);
+  // kLinger without a wanted call: 1 has been away far longer than twice its gap: retired, and the
+  // window closes long before kPatience.
+  REQUIRE(r.timer->tick(t1 + CuptiSession::kLinger));
+  CHECK(r.cupti->is_detached);
+  std::vector<std::string> what;
+  for (const auto& e : r.timer->events()) what.push_back(e.what);
+  REQUIRE(what.size() >= 3);
+  CHECK(what[1] == "retired 1 repeating signature not seen for over twice their longest gap: aten::op1()");
+  CHECK(what[2] == "close: no wanted call for 20 ms");
+  // It comes back: it repeats again at once, wants what it still wanted, and opens a window.
+  call(r, 1, 10);
+  CHECK(r.log->attaches == 1);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[1].per_call.count() == 3);
+}
+
+TEST_CASE("signature wants: retiring the repeating signatures short of calls that stopped coming") {
+  SignatureWants w(5, 1);
+  for (uint32_t sig : {1u, 2u}) CHECK(w.wants(sig) == SignatureWants::Want::New);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  for (uint32_t sig : {1u, 2u}) CHECK(w.wants(sig) == SignatureWants::Want::Again);
+  CHECK(w.short_repeating() == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(w.wants(2) == SignatureWants::Want::Again);  // 2 still comes; 1 is 100 ms away, its gap 3 ms
+  std::vector<uint32_t> shown;
+  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 3, &shown) == 1);
+  CHECK(shown == std::vector<uint32_t>{1});
+  CHECK(w.short_repeating() == 1);
+  CHECK(w.short_of() == 2);  // still short, only no longer holding a window
+  CHECK(w.retired() == 1);
+  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 3, &shown) == 0);
+  // Back: repeating again at once, not counted twice as a signature that repeats.
+  CHECK(w.wants(1) == SignatureWants::Want::Again);
+  CHECK(w.short_repeating() == 2);
+  CHECK(w.repeating() == 2);
+  // Its gap is now the absence: not retired again that soon.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 3, &shown) == 0);
+  for (int k = 0; k < 5; ++k) CHECK(w.credit(1));
+  CHECK(w.short_repeating() == 1);
 }
 
 TEST_CASE("first-calls timing: signatures seen once are no progress; a window closes once wanted calls stop") {

@@ -323,6 +323,28 @@ std::string CuptiSession::short_repeating_text() const {
   return out;
 }
 
+// A repeating signature short of calls holds the window only while it may still come: once nothing
+// wanted ran for kLinger, those not seen for more than twice the longest gap between their wanted calls
+// (plus kLinger) stop counting as repeating (the first steps' lazy initialization makes some that never
+// come back; they held the first window open for kPatience, on the small Llama 6 steps at every-call
+// cost). One that comes back repeats again at once. Looked for at most once per kLinger.
+void CuptiSession::retire_absent_locked(std::chrono::steady_clock::time_point now) {
+  if (wants_->short_repeating() == 0 || wanted_in_flight_.load() > 0 || now - last_progress_at_ < kLinger ||
+      now - last_wanted_at_ < kLinger || now - last_retire_look_ < kLinger)
+    return;
+  last_retire_look_ = now;
+  std::vector<uint32_t> shown;
+  const size_t n = wants_->retire_absent(now, static_cast<uint32_t>(kLinger.count()), 3, &shown);
+  if (n == 0) return;
+  std::string what = "retired " + std::to_string(n) + " repeating signature" + (n == 1 ? "" : "s") +
+                     " not seen for over twice their longest gap: ";
+  for (size_t i = 0; i < shown.size(); ++i)
+    what +=
+        (i ? ", " : "") + (sampling_.name_of ? sampling_.name_of(shown[i]) : "signature " + std::to_string(shown[i]));
+  if (n > shown.size()) what += " and " + std::to_string(n - shown.size()) + " more";
+  note_locked(what);
+}
+
 bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
   if (!wants_) return active_.load();
   std::string why;
@@ -349,6 +371,7 @@ bool CuptiSession::tick(std::chrono::steady_clock::time_point now) {
       last_began_ = b;
       last_wanted_at_ = now;
     }
+    retire_absent_locked(now);
     // Open: while a repeating signature wants more (it comes back next step; closing and attaching
     // again costs more than a step's gap), while other wanted calls keep coming (or the first window is
     // young), or while a wanted call is running; closed after kPatience without a repeating

@@ -165,8 +165,9 @@ class CuptiSession {
   void note_locked(std::string what);        // control_ held: an event, if sampling and room
   void open_for_call(bool repeats);          // FirstCalls: a call that wants timing starts between windows
   bool within_budget(std::chrono::steady_clock::time_point now) const;
-  void add_control_time(std::chrono::steady_clock::time_point since);  // attaching or detaching took since-now
-  std::string short_repeating_text() const;                            // FirstCalls: "; still short: ..." or ""
+  void add_control_time(std::chrono::steady_clock::time_point since);    // attaching or detaching took since-now
+  void retire_absent_locked(std::chrono::steady_clock::time_point now);  // FirstCalls, control_ held
+  std::string short_repeating_text() const;                              // FirstCalls: "; still short: ..." or ""
   std::unique_ptr<CuptiApi> api_;
   Collector collector_;
   const bool timeline_;
@@ -188,7 +189,7 @@ class CuptiSession {
   std::chrono::steady_clock::time_point started_at_, next_refresh_, last_progress_at_, last_first_sight_open_;
   uint64_t last_progress_ = 0;  // progress_ as the sampler last saw it
   uint64_t last_began_ = 0;     // wanted_began_ as the sampler last saw it (at last_wanted_at_)
-  std::chrono::steady_clock::time_point last_wanted_at_;
+  std::chrono::steady_clock::time_point last_wanted_at_, last_retire_look_;
   mutable std::mutex control_;  // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};

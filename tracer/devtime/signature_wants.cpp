@@ -52,14 +52,14 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
       const uint32_t t = now_ms();
       if (t - s->first_ms.load(std::memory_order_relaxed) < repeat_gap_ms_) {
         if (!(v & kOwed)) return Want::No;
-        s->last_ms.store(t, std::memory_order_relaxed);
+        wanted_at(s, t);
         return Want::New;
       }
     }
     while (!(v & kRepeats)) {
       const uint32_t next = (v & kVariant) ? (v & ~kVariant) | kRepeats | calls_ : v | kRepeats;
       if (s->state.compare_exchange_weak(v, next)) {
-        repeating_.fetch_add(1, std::memory_order_relaxed);
+        if (!(v & kRetired)) repeating_.fetch_add(1, std::memory_order_relaxed);
         if (v & kVariant) {
           variants_.fetch_sub(1, std::memory_order_relaxed);
           short_.fetch_add(1, std::memory_order_relaxed);
@@ -71,8 +71,39 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
     }
   }
   if (!(v & kOwed)) return Want::No;
-  if (repeat_gap_ms_) s->last_ms.store(now_ms(), std::memory_order_relaxed);
+  if (repeat_gap_ms_) wanted_at(s, now_ms());
   return Want::Again;
+}
+
+void SignatureWants::wanted_at(Slot* s, uint32_t t) {
+  const uint32_t gap = t - s->last_ms.load(std::memory_order_relaxed);
+  if (gap > s->gap_ms.load(std::memory_order_relaxed)) s->gap_ms.store(gap, std::memory_order_relaxed);
+  s->last_ms.store(t, std::memory_order_relaxed);
+}
+
+size_t SignatureWants::retire_absent(std::chrono::steady_clock::time_point now, uint32_t slack_ms, size_t max,
+                                     std::vector<uint32_t>* shown) {
+  if (!repeat_gap_ms_ || short_repeating() == 0) return 0;
+  const auto t = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now - base_).count());
+  size_t n = 0;
+  for (uint32_t c = 0; c < kChunks; ++c) {
+    Slot* chunk = chunks_[c].load(std::memory_order_acquire);
+    if (!chunk) continue;
+    for (uint32_t k = 0; k < kChunk; ++k) {
+      Slot& s = chunk[k];
+      uint32_t v = s.state.load(std::memory_order_relaxed);
+      if (!(v & kRepeats) || !(v & kOwed)) continue;
+      const uint32_t last = s.last_ms.load(std::memory_order_relaxed);
+      if (t <= last || t - last <= 2 * s.gap_ms.load(std::memory_order_relaxed) + slack_ms) continue;
+      // Seen meanwhile (the state changed): it is not gone.
+      if (!s.state.compare_exchange_strong(v, (v & ~kRepeats) | kRetired)) continue;
+      short_repeating_.fetch_sub(1, std::memory_order_relaxed);
+      retired_.fetch_add(1, std::memory_order_relaxed);
+      if (shown && shown->size() < max) shown->push_back((c << kChunkBits) | k);
+      ++n;
+    }
+  }
+  return n;
 }
 
 std::vector<SignatureWants::Short> SignatureWants::short_repeating_list(size_t max) const {
@@ -84,7 +115,8 @@ std::vector<SignatureWants::Short> SignatureWants::short_repeating_list(size_t m
       const uint32_t v = chunk[k].state.load(std::memory_order_relaxed);
       if ((v & kRepeats) && (v & kOwed))
         out.push_back({(c << kChunkBits) | k, v & kOwed, chunk[k].first_ms.load(std::memory_order_relaxed),
-                       chunk[k].last_ms.load(std::memory_order_relaxed)});
+                       chunk[k].last_ms.load(std::memory_order_relaxed),
+                       chunk[k].gap_ms.load(std::memory_order_relaxed)});
     }
   }
   return out;
@@ -108,6 +140,7 @@ bool SignatureWants::credit(uint32_t sig) {
 
 uint64_t SignatureWants::refresh() {
   uint64_t n = 0;
+  const uint32_t t = repeat_gap_ms_ ? now_ms() : 0;
   for (auto& chunk : chunks_) {
     Slot* c = chunk.load(std::memory_order_acquire);
     if (!c) continue;
@@ -115,6 +148,9 @@ uint64_t SignatureWants::refresh() {
       uint32_t v = c[k].state.load(std::memory_order_relaxed);
       while (v != 0 && (v & (kOwed | kVariant)) == 0) {  // a variant not known to repeat was never timed
         if (c[k].state.compare_exchange_weak(v, v + 1)) {
+          // Wanted from now: its absence counts from here (retire_absent), and the gap to its next call
+          // is at most its period.
+          if (repeat_gap_ms_) c[k].last_ms.store(t, std::memory_order_relaxed);
           short_.fetch_add(1, std::memory_order_relaxed);
           if (v & kRepeats) short_repeating_.fetch_add(1, std::memory_order_relaxed);
           ++n;

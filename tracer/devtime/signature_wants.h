@@ -48,19 +48,27 @@ class SignatureWants {
   // Every signature that has what it wanted wants one more (timing follows drift), float variants
   // not known to repeat aside. Returns how many.
   uint64_t refresh();
+  // Repeating signatures short of calls that have not been seen for more than twice the longest gap
+  // between their wanted calls plus slack_ms (by `now`) stop counting as repeating: they hold no window
+  // (one made in the first steps only — lazy initialization — never comes back). Seen again, such a
+  // signature repeats again at once and wants what it still wanted. Returns those retired now (the
+  // first `max` of them in `shown`).
+  size_t retire_absent(std::chrono::steady_clock::time_point now, uint32_t slack_ms, size_t max,
+                       std::vector<uint32_t>* shown);
+  uint64_t retired() const { return retired_.load(std::memory_order_relaxed); }  // so far
 
   uint64_t short_of() const { return short_.load(std::memory_order_relaxed); }  // signatures wanting more
   uint64_t short_repeating() const { return short_repeating_.load(std::memory_order_relaxed); }
   uint64_t seen() const { return seen_.load(std::memory_order_relaxed); }
-  uint64_t repeating() const { return repeating_.load(std::memory_order_relaxed); }
-  uint64_t variants() const { return variants_.load(std::memory_order_relaxed); }  // seen, wanting nothing
+  uint64_t repeating() const { return repeating_.load(std::memory_order_relaxed); }  // ever seen to repeat
+  uint64_t variants() const { return variants_.load(std::memory_order_relaxed); }    // seen, wanting nothing
   uint32_t calls() const { return calls_; }
 
   // Why a window stays open: repeating signatures still short of timed calls (the first `max` in id
   // order), with how many they still want and when they were first and last seen (ms since this
   // object was made; last: the latest call that wanted timing).
   struct Short {
-    uint32_t sig = 0, owed = 0, first_ms = 0, last_ms = 0;
+    uint32_t sig = 0, owed = 0, first_ms = 0, last_ms = 0, gap_ms = 0;
   };
   std::vector<Short> short_repeating_list(size_t max) const;
   uint32_t now_ms() const;
@@ -71,14 +79,18 @@ class SignatureWants {
   static constexpr uint32_t kChunk = 1u << kChunkBits;
   static constexpr uint32_t kChunks = (1u << 24) >> kChunkBits;  // signature ids are 24 bits
   // Per signature: 0 unseen; else kSeen, kRepeats once seen again past the gap, kVariant for a float
-  // variant, and in the low bits the timed calls it still wants; and when it was first seen (ms since
-  // base_).
-  static constexpr uint32_t kSeen = 1u << 31, kRepeats = 1u << 30, kVariant = 1u << 29, kOwed = kVariant - 1;
+  // variant, kRetired once retire_absent() took it for gone, and in the low bits the timed calls it
+  // still wants; when it was first seen and when last wanted (ms since base_), and the longest gap
+  // between its wanted calls (all three with repeat_gap_ms > 0 only).
+  static constexpr uint32_t kSeen = 1u << 31, kRepeats = 1u << 30, kVariant = 1u << 29, kRetired = 1u << 28,
+                            kOwed = kRetired - 1;
   struct Slot {
     std::atomic<uint32_t> state{0};
     std::atomic<uint32_t> first_ms{0};
-    std::atomic<uint32_t> last_ms{0};  // the latest call that wanted timing (repeat_gap_ms > 0 only)
+    std::atomic<uint32_t> last_ms{0};
+    std::atomic<uint32_t> gap_ms{0};
   };
+  void wanted_at(Slot* s, uint32_t t);  // a wanted call now: last_ms and gap_ms
   Slot* slot(uint32_t sig, bool create);
 
   const uint32_t calls_;
@@ -87,7 +99,7 @@ class SignatureWants {
   const std::chrono::steady_clock::time_point base_;
   std::array<std::atomic<Slot*>, kChunks> chunks_{};
   std::mutex grow_;
-  std::atomic<uint64_t> short_{0}, short_repeating_{0}, seen_{0}, repeating_{0}, variants_{0};
+  std::atomic<uint64_t> short_{0}, short_repeating_{0}, seen_{0}, repeating_{0}, variants_{0}, retired_{0};
 };
 
 }  // namespace bb::devtime
