@@ -436,9 +436,19 @@ def main():
                           f"timed, {(d.get('control_ns') or 0) / 1e6:.1f} ms attaching/detaching, "
                           f"{d.get('signatures_short')} signatures short", file=sys.stderr)
                     if d.get("events") and x.get("steps_at"):
+                        states = cupti_per_step(d["events"], x["steps_at"])
                         print("  CUPTI in each step (R window open, A attached with records off, D detached; "
-                              "lower case: changed within the step): " + cupti_per_step(d["events"], x["steps_at"]),
-                              file=sys.stderr)
+                              "lower case: changed within the step): " + states, file=sys.stderr)
+                        # Once detached for good: what device timing costs a step after its first steps.
+                        states = states.split()
+                        k = len(states)
+                        while k > 0 and states[k - 1] == "D":
+                            k -= 1
+                        if k < len(states) and x.get("steps_ms") and rounds["none"]:
+                            rest = statistics.median(x["steps_ms"][k:])
+                            ref = rounds["none"][-1]["step_ms"]
+                            print(f"  detached from step {k + 1} of {len(states)} on: median {rest:.2f} ms, "
+                                  f"{rest / ref:.2f}x this round's none", file=sys.stderr)
                         closes = [e["what"] for e in d["events"] if not e["what"].startswith("open")]
                         print("  closes and detaches: " + "; ".join(closes[:30])
                               + (f"; ... ({len(closes)} in all)" if len(closes) > 30 else ""), file=sys.stderr)
