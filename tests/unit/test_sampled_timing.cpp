@@ -454,6 +454,45 @@ TEST_CASE("first-calls timing: a step loop is timed in one window; signatures of
   CHECK(r.timer->collector().health().calls_cut == 0);
 }
 
+TEST_CASE("first-calls timing: a signature of the first steps only does not hold the first window") {
+  // Steps 40 ms apart; 1 and 2 in every step, 50 in the first three only (lazy initialization): it
+  // repeats (seen again 60 ms after its first sight), wants one more, and never comes again.
+  Rig r({}, first_calls(4, 0, 60, 1000));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  using clock = std::chrono::steady_clock;
+  const auto started = clock::now();
+  clock::time_point last_progress{}, detached_at{};
+  for (uint32_t step = 0; step < 40 && detached_at == clock::time_point{}; ++step) {
+    const auto begin = clock::now();
+    call(r, 1, 100);
+    call(r, 2, 200);
+    if (step < 3) call(r, 50, 10);
+    if (step < 4) last_progress = clock::now();  // 1 and 2 have their four after step 3
+    while (clock::now() - begin < std::chrono::milliseconds(40)) {
+      REQUIRE(r.timer->tick(clock::now()));
+      if (r.cupti->is_detached) {
+        detached_at = clock::now();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  REQUIRE(detached_at != clock::time_point{});
+  // Closed once the first window's minimum had passed and 50 had been away twice its gap, not
+  // kPatience after the last progress.
+  CHECK(detached_at - started >= CuptiSession::kPatience);
+  CHECK(detached_at - last_progress < CuptiSession::kPatience - std::chrono::milliseconds(50));
+  bool retired = false;
+  for (const auto& e : r.timer->events()) retired |= e.what.rfind("retired 1 repeating signature", 0) == 0;
+  CHECK(retired);
+  CHECK(r.timer->detaches() == 1);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() >= 4);
+  CHECK(sigs[50].per_call.count() == 3);
+}
+
 TEST_CASE("first-calls timing: a window no wanted signature uses closes") {
   Rig r({}, first_calls(3));
   r.cupti->detachable = true;
