@@ -92,6 +92,18 @@ TEST_CASE("a signature that differs from an earlier one only in float scalars is
   CHECK_FALSE(bb::tracer::float_variant(1u << 23));  // no such signature
 }
 
+TEST_CASE("a signature in a line, for device timing's events") {
+  store();
+  at::add(at::ones({5, 13}), at::ones({1, 13}), 0.5);
+  const auto snap = store()->snapshot();
+  std::string line;
+  for (size_t i = 0; i < snap.entries.size(); ++i)
+    if (snap.entries[i].op == "aten::add.Tensor" && snap.entries[i].args[0].tensors[0]->shape[1] == 13)
+      line = bb::tracer::describe_signature(snap.sigs[i]);
+  CHECK(line == "aten::add.Tensor(float32[5, 13], float32[1, 13], 0.5)");
+  CHECK(bb::tracer::describe_signature(1u << 23) == "signature 8388608");  // no such signature
+}
+
 TEST_CASE("nesting: a composite op has children, its decomposition is nested") {
   store();
   auto x = at::ones({5, 11}), w = at::ones({13, 11}), bias = at::ones({13});
