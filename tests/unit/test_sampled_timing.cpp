@@ -364,7 +364,7 @@ TEST_CASE("first-calls timing: a repeating signature gone for twice its gaps hol
   std::vector<std::string> what;
   for (const auto& e : r.timer->events()) what.push_back(e.what);
   REQUIRE(what.size() >= 3);
-  CHECK(what[1] == "retired 1 repeating signature not seen for over twice their longest gap: aten::op1()");
+  CHECK(what[1] == "retired 1 repeating signature not seen for over twice their gap: aten::op1()");
   CHECK(what[2] == "close: no wanted call for 20 ms");
   // It comes back: it repeats again at once, wants what it still wanted, and opens a window.
   call(r, 1, 10);
@@ -382,21 +382,38 @@ TEST_CASE("signature wants: retiring the repeating signatures short of calls tha
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK(w.wants(2) == SignatureWants::Want::Again);  // 2 still comes; 1 is 100 ms away, its gap 3 ms
   std::vector<uint32_t> shown;
-  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 3, &shown) == 1);
+  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 0, 3, &shown) == 1);
   CHECK(shown == std::vector<uint32_t>{1});
   CHECK(w.short_repeating() == 1);
   CHECK(w.short_of() == 2);  // still short, only no longer holding a window
   CHECK(w.retired() == 1);
-  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 3, &shown) == 0);
+  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 0, 3, &shown) == 0);
   // Back: repeating again at once, not counted twice as a signature that repeats.
   CHECK(w.wants(1) == SignatureWants::Want::Again);
   CHECK(w.short_repeating() == 2);
   CHECK(w.repeating() == 2);
   // Its gap is now the absence: not retired again that soon.
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 3, &shown) == 0);
+  CHECK(w.retire_absent(std::chrono::steady_clock::now(), 20, 0, 3, &shown) == 0);
   for (int k = 0; k < 5; ++k) CHECK(w.credit(1));
   CHECK(w.short_repeating() == 1);
+}
+
+TEST_CASE("signature wants: a signature's gap is capped by the loop's recent gaps") {
+  SignatureWants w(5, 1);
+  CHECK(w.wants(1) == SignatureWants::Want::New);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // a slow first step
+  CHECK(w.wants(1) == SignatureWants::Want::Again);             // its gap: 150 ms
+  CHECK(w.recent_gap() >= 150);
+  CHECK(w.take_recent_gap() >= 150);
+  CHECK(w.recent_gap() == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  std::vector<uint32_t> shown;
+  const auto now = std::chrono::steady_clock::now();
+  CHECK(w.retire_absent(now, 20, 0, 3, &shown) == 0);    // 60 ms away: within twice its own gap
+  CHECK(w.retire_absent(now, 20, 400, 3, &shown) == 0);  // a cap above its gap changes nothing
+  CHECK(w.retire_absent(now, 20, 10, 3, &shown) == 1);   // the loop's gaps are 10 ms: gone
+  CHECK(shown == std::vector<uint32_t>{1});
 }
 
 TEST_CASE("first-calls timing: signatures seen once are no progress; a window closes once wanted calls stop") {
@@ -491,6 +508,46 @@ TEST_CASE("first-calls timing: a signature of the first steps only does not hold
   auto sigs = r.timer->collector().by_signature();
   CHECK(sigs[1].per_call.count() >= 4);
   CHECK(sigs[50].per_call.count() == 3);
+}
+
+TEST_CASE("first-calls timing: gaps seen in a slow first step do not keep a gone signature's window") {
+  // A first step of 250 ms (lazy initialization): 50 is seen at its start and its end, never again.
+  // Then steps 40 ms apart with 1 and 2, which want 8 calls. 50's own gap (250 ms) would keep it
+  // until 770 ms; the loop's recent gaps (40 ms) retire it once the first step's have aged.
+  Rig r({}, first_calls(8, 0, 60, 1000));
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  using clock = std::chrono::steady_clock;
+  auto tick_until = [&r](clock::time_point end) {
+    while (clock::now() < end) {
+      REQUIRE(r.timer->tick(clock::now()));
+      if (r.cupti->is_detached) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
+  const auto started = clock::now();
+  call(r, 1, 100);
+  call(r, 2, 200);
+  call(r, 50, 10);
+  tick_until(started + std::chrono::milliseconds(250));
+  call(r, 50, 10);  // repeats: its gap 250 ms
+  clock::time_point last_progress{};
+  for (uint32_t step = 0; step < 40 && !r.cupti->is_detached; ++step) {
+    const auto begin = clock::now();
+    call(r, 1, 100);
+    call(r, 2, 200);
+    if (step < 7) last_progress = clock::now();  // 1 and 2 have their eight after the 7th
+    tick_until(begin + std::chrono::milliseconds(40));
+  }
+  const auto detached_at = clock::now();
+  REQUIRE(r.cupti->is_detached);
+  // Without the cap: 50 retired at 770 ms, the patience at 790 ms; with it at about 600 ms.
+  CHECK(detached_at - last_progress < std::chrono::milliseconds(200));
+  bool retired = false;
+  for (const auto& e : r.timer->events()) retired |= e.what.rfind("retired 1 repeating signature", 0) == 0;
+  CHECK(retired);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[1].per_call.count() >= 8);
 }
 
 TEST_CASE("first-calls timing: a window no wanted signature uses closes") {

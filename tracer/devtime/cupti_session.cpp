@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -324,20 +325,29 @@ std::string CuptiSession::short_repeating_text() const {
 }
 
 // A repeating signature short of calls holds the window only while it may still come: once nothing
-// wanted ran for kLinger, those not seen for more than twice the longest gap between their wanted calls
-// (plus kLinger) stop counting as repeating (the first steps' lazy initialization makes some that never
-// come back; they held the first window open for kPatience, on the small Llama 6 steps at every-call
-// cost). One that comes back repeats again at once. Looked for at most once per kLinger.
+// wanted ran for kLinger, those not seen for more than twice their gap (plus kLinger) stop counting as
+// repeating (the first step's lazy initialization makes some that never come back; they held the first
+// window open for kPatience, on the small Llama 6 steps at every-call cost). A signature's gap: the
+// longest between its wanted calls, at most the longest any repeating signature's wanted calls showed
+// over the last kRecentGaps to 2 kRecentGaps (about the loop's period: gaps seen in a first step that
+// took a second say little about it). One that comes back repeats again at once. Looked for at most
+// once per kLinger.
 void CuptiSession::retire_absent_locked(std::chrono::steady_clock::time_point now) {
+  if (now - gap_taken_at_ >= kRecentGaps) {
+    gap_before_ = wants_->take_recent_gap();
+    gap_taken_at_ = now;
+  }
   if (wants_->short_repeating() == 0 || wanted_in_flight_.load() > 0 || now - last_progress_at_ < kLinger ||
       now - last_wanted_at_ < kLinger || now - last_retire_look_ < kLinger)
     return;
   last_retire_look_ = now;
   std::vector<uint32_t> shown;
-  const size_t n = wants_->retire_absent(now, static_cast<uint32_t>(kLinger.count()), 3, &shown);
+  // A signature's own gaps may come from a slow first step: no longer than the loop's recent ones.
+  const uint32_t cap = std::max(gap_before_, wants_->recent_gap());
+  const size_t n = wants_->retire_absent(now, static_cast<uint32_t>(kLinger.count()), cap, 3, &shown);
   if (n == 0) return;
   std::string what = "retired " + std::to_string(n) + " repeating signature" + (n == 1 ? "" : "s") +
-                     " not seen for over twice their longest gap: ";
+                     " not seen for over twice their gap: ";
   for (size_t i = 0; i < shown.size(); ++i)
     what +=
         (i ? ", " : "") + (sampling_.name_of ? sampling_.name_of(shown[i]) : "signature " + std::to_string(shown[i]));

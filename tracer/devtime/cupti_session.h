@@ -150,6 +150,8 @@ class CuptiSession {
   static constexpr std::chrono::milliseconds kLinger{20};
   static constexpr uint32_t kRepeatGapMs = 100;            // the preload's Sampling::repeat_gap_ms
   static constexpr std::chrono::milliseconds kDrain{100};  // FirstCalls: how long closing waits for records
+  // FirstCalls: how recent the gaps that cap a signature's own must be (retire_absent_locked).
+  static constexpr std::chrono::milliseconds kRecentGaps{200};
   void finish();  // at exit, before CUDA tears down: forced flush, final round; CUPTI untouched after
   void forget();  // in a forked child: never call CUPTI again
 
@@ -190,7 +192,9 @@ class CuptiSession {
   uint64_t last_progress_ = 0;  // progress_ as the sampler last saw it
   uint64_t last_began_ = 0;     // wanted_began_ as the sampler last saw it (at last_wanted_at_)
   std::chrono::steady_clock::time_point last_wanted_at_, last_retire_look_;
-  mutable std::mutex control_;  // start / round / finish / taken_over / window
+  std::chrono::steady_clock::time_point gap_taken_at_;  // recent gaps: the last take_recent_gap()
+  uint32_t gap_before_ = 0;                             // what it took
+  mutable std::mutex control_;                          // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};
   std::atomic<uint64_t> serial_{0};

@@ -52,7 +52,7 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
       const uint32_t t = now_ms();
       if (t - s->first_ms.load(std::memory_order_relaxed) < repeat_gap_ms_) {
         if (!(v & kOwed)) return Want::No;
-        wanted_at(s, t);
+        wanted_at(s, t, false);
         return Want::New;
       }
     }
@@ -71,18 +71,19 @@ SignatureWants::Want SignatureWants::wants(uint32_t sig) {
     }
   }
   if (!(v & kOwed)) return Want::No;
-  if (repeat_gap_ms_) wanted_at(s, now_ms());
+  if (repeat_gap_ms_) wanted_at(s, now_ms(), true);
   return Want::Again;
 }
 
-void SignatureWants::wanted_at(Slot* s, uint32_t t) {
+void SignatureWants::wanted_at(Slot* s, uint32_t t, bool repeats) {
   const uint32_t gap = t - s->last_ms.load(std::memory_order_relaxed);
   if (gap > s->gap_ms.load(std::memory_order_relaxed)) s->gap_ms.store(gap, std::memory_order_relaxed);
   s->last_ms.store(t, std::memory_order_relaxed);
+  if (repeats && gap > recent_gap_.load(std::memory_order_relaxed)) recent_gap_.store(gap, std::memory_order_relaxed);
 }
 
-size_t SignatureWants::retire_absent(std::chrono::steady_clock::time_point now, uint32_t slack_ms, size_t max,
-                                     std::vector<uint32_t>* shown) {
+size_t SignatureWants::retire_absent(std::chrono::steady_clock::time_point now, uint32_t slack_ms, uint32_t gap_cap_ms,
+                                     size_t max, std::vector<uint32_t>* shown) {
   if (!repeat_gap_ms_ || short_repeating() == 0) return 0;
   const auto t = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now - base_).count());
   size_t n = 0;
@@ -94,7 +95,9 @@ size_t SignatureWants::retire_absent(std::chrono::steady_clock::time_point now, 
       uint32_t v = s.state.load(std::memory_order_relaxed);
       if (!(v & kRepeats) || !(v & kOwed)) continue;
       const uint32_t last = s.last_ms.load(std::memory_order_relaxed);
-      if (t <= last || t - last <= 2 * s.gap_ms.load(std::memory_order_relaxed) + slack_ms) continue;
+      uint32_t gap = s.gap_ms.load(std::memory_order_relaxed);
+      if (gap_cap_ms && gap > gap_cap_ms) gap = gap_cap_ms;
+      if (t <= last || t - last <= 2 * gap + slack_ms) continue;
       // Seen meanwhile (the state changed): it is not gone.
       if (!s.state.compare_exchange_strong(v, (v & ~kRepeats) | kRetired)) continue;
       short_repeating_.fetch_sub(1, std::memory_order_relaxed);

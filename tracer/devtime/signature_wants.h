@@ -48,13 +48,18 @@ class SignatureWants {
   // Every signature that has what it wanted wants one more (timing follows drift), float variants
   // not known to repeat aside. Returns how many.
   uint64_t refresh();
-  // Repeating signatures short of calls that have not been seen for more than twice the longest gap
-  // between their wanted calls plus slack_ms (by `now`) stop counting as repeating: they hold no window
-  // (one made in the first steps only — lazy initialization — never comes back). Seen again, such a
-  // signature repeats again at once and wants what it still wanted. Returns those retired now (the
-  // first `max` of them in `shown`).
-  size_t retire_absent(std::chrono::steady_clock::time_point now, uint32_t slack_ms, size_t max,
+  // Repeating signatures short of calls that have not been seen for more than twice their gap plus
+  // slack_ms (by `now`) stop counting as repeating: they hold no window (one made in the first steps
+  // only — lazy initialization — never comes back). Their gap: the longest between their wanted calls,
+  // at most gap_cap_ms where that is not 0 (a first step with lazy initialization can take a second,
+  // so gaps seen in it say little about the loop). Seen again, such a signature repeats again at once
+  // and wants what it still wanted. Returns those retired now (the first `max` of them in `shown`).
+  size_t retire_absent(std::chrono::steady_clock::time_point now, uint32_t slack_ms, uint32_t gap_cap_ms, size_t max,
                        std::vector<uint32_t>* shown);
+  // The longest gap between two wanted calls of a repeating signature ending since the last take (ms):
+  // about a loop's period while its signatures are being timed.
+  uint32_t recent_gap() const { return recent_gap_.load(std::memory_order_relaxed); }
+  uint32_t take_recent_gap() { return recent_gap_.exchange(0, std::memory_order_relaxed); }
   uint64_t retired() const { return retired_.load(std::memory_order_relaxed); }  // so far
 
   uint64_t short_of() const { return short_.load(std::memory_order_relaxed); }  // signatures wanting more
@@ -90,7 +95,7 @@ class SignatureWants {
     std::atomic<uint32_t> last_ms{0};
     std::atomic<uint32_t> gap_ms{0};
   };
-  void wanted_at(Slot* s, uint32_t t);  // a wanted call now: last_ms and gap_ms
+  void wanted_at(Slot* s, uint32_t t, bool repeats);  // a wanted call now: last_ms, gap_ms, recent_gap_
   Slot* slot(uint32_t sig, bool create);
 
   const uint32_t calls_;
@@ -100,6 +105,7 @@ class SignatureWants {
   std::array<std::atomic<Slot*>, kChunks> chunks_{};
   std::mutex grow_;
   std::atomic<uint64_t> short_{0}, short_repeating_{0}, seen_{0}, repeating_{0}, variants_{0}, retired_{0};
+  std::atomic<uint32_t> recent_gap_{0};
 };
 
 }  // namespace bb::devtime
