@@ -37,9 +37,10 @@ their traces: the share of the signatures that launched device work (in traced-a
 least 3 timed calls in the other's (of all of them, and of those called at least 3 times), and each
 op's device time extrapolated from the other's timed calls (and, sampled, counts) against traced-all's
 total. For the sampled configurations it prints, per round on stderr, what CUPTI was doing during each
-step (from the trace's timing events: window open, attached with records off, detached) and why each
-window closed,
-so that a slow step can be told apart from a slow mechanism, and when tracing was sampled and why not.
+step (from the trace's timing events: window open, attached with records off, detached), why each
+window closed, and the median step from the step on which CUPTI stayed detached to the end, against
+the round's none (what a step costs once its signatures are timed), so that a slow step can be told
+apart from a slow mechanism, and when tracing was sampled and why not.
 
     python3 scripts/bench_overhead.py                      # CPU, example model
     python3 scripts/bench_overhead.py --device cuda --model gpt2 --json out.json
