@@ -299,10 +299,13 @@ bool CuptiSession::window(bool open, std::chrono::steady_clock::time_point drain
   return true;
 }
 
-// Which repeating signatures held the window: the first three, with what they still want and when
+std::string CuptiSession::signature_name(uint32_t sig) const {
+  return sampling_.name_of ? sampling_.name_of(sig) : "signature " + std::to_string(sig);
+}
+
+// Which repeating signatures held the window: the first kShown, with what they still want and when
 // they were first and last seen (the events' clock, seconds).
 std::string CuptiSession::short_repeating_text() const {
-  constexpr size_t kShown = 3;
   const uint64_t n = wants_->short_repeating();
   if (n == 0) return "";
   auto seconds = [this](uint32_t ms) {
@@ -316,7 +319,7 @@ std::string CuptiSession::short_repeating_text() const {
   for (size_t i = 0; i < list.size(); ++i) {
     const auto& s = list[i];
     if (i) out += ", ";
-    out += sampling_.name_of ? sampling_.name_of(s.sig) : "signature " + std::to_string(s.sig);
+    out += signature_name(s.sig);
     out += " (" + std::to_string(s.owed) + " more; seen first at " + seconds(s.first_ms) + ", last at " +
            seconds(s.last_ms) + ")";
   }
@@ -344,13 +347,11 @@ void CuptiSession::retire_absent_locked(std::chrono::steady_clock::time_point no
   std::vector<uint32_t> shown;
   // A signature's own gaps may come from a slow first step: no longer than the loop's recent ones.
   const uint32_t cap = std::max(gap_before_, wants_->recent_gap());
-  const size_t n = wants_->retire_absent(now, static_cast<uint32_t>(kLinger.count()), cap, 3, &shown);
+  const size_t n = wants_->retire_absent(now, static_cast<uint32_t>(kLinger.count()), cap, kShown, &shown);
   if (n == 0) return;
   std::string what = "retired " + std::to_string(n) + " repeating signature" + (n == 1 ? "" : "s") +
                      " not seen for over twice their gap: ";
-  for (size_t i = 0; i < shown.size(); ++i)
-    what +=
-        (i ? ", " : "") + (sampling_.name_of ? sampling_.name_of(shown[i]) : "signature " + std::to_string(shown[i]));
+  for (size_t i = 0; i < shown.size(); ++i) what += (i ? ", " : "") + signature_name(shown[i]);
   if (n > shown.size()) what += " and " + std::to_string(n - shown.size()) + " more";
   note_locked(what);
 }

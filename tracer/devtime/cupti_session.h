@@ -169,7 +169,10 @@ class CuptiSession {
   bool within_budget(std::chrono::steady_clock::time_point now) const;
   void add_control_time(std::chrono::steady_clock::time_point since);    // attaching or detaching took since-now
   void retire_absent_locked(std::chrono::steady_clock::time_point now);  // FirstCalls, control_ held
-  std::string short_repeating_text() const;                              // FirstCalls: "; still short: ..." or ""
+  std::string short_repeating_text() const;
+  std::string signature_name(uint32_t sig) const;  // Sampling::name_of's, or "signature <id>"
+  static constexpr size_t kShown =
+      3;  // signatures an event names                              // FirstCalls: "; still short: ..." or ""
   std::unique_ptr<CuptiApi> api_;
   Collector collector_;
   const bool timeline_;

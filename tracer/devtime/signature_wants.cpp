@@ -118,8 +118,7 @@ std::vector<SignatureWants::Short> SignatureWants::short_repeating_list(size_t m
       const uint32_t v = chunk[k].state.load(std::memory_order_relaxed);
       if ((v & kRepeats) && (v & kOwed))
         out.push_back({(c << kChunkBits) | k, v & kOwed, chunk[k].first_ms.load(std::memory_order_relaxed),
-                       chunk[k].last_ms.load(std::memory_order_relaxed),
-                       chunk[k].gap_ms.load(std::memory_order_relaxed)});
+                       chunk[k].last_ms.load(std::memory_order_relaxed)});
     }
   }
   return out;

@@ -73,10 +73,9 @@ class SignatureWants {
   // order), with how many they still want and when they were first and last seen (ms since this
   // object was made; last: the latest call that wanted timing).
   struct Short {
-    uint32_t sig = 0, owed = 0, first_ms = 0, last_ms = 0, gap_ms = 0;
+    uint32_t sig = 0, owed = 0, first_ms = 0, last_ms = 0;
   };
   std::vector<Short> short_repeating_list(size_t max) const;
-  uint32_t now_ms() const;
   std::chrono::steady_clock::time_point base() const { return base_; }  // ms 0
 
  private:
@@ -97,6 +96,7 @@ class SignatureWants {
   };
   void wanted_at(Slot* s, uint32_t t, bool repeats);  // a wanted call now: last_ms, gap_ms, recent_gap_
   Slot* slot(uint32_t sig, bool create);
+  uint32_t now_ms() const;
 
   const uint32_t calls_;
   const uint32_t repeat_gap_ms_;
