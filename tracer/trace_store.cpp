@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdio>
 
 #include "tracer/format/op_name.h"
+#include "tracer/format/trace_summary.h"
 
 namespace bb::tracer {
 namespace {
@@ -170,53 +170,12 @@ bool TraceStore::float_variant(uint32_t sig) const {
   return sig < records_.size() && records_[sig].float_variant;
 }
 
-namespace {
-
-std::string brief(const trace::TensorMeta& t) {
-  std::string out = t.dtype + "[";
-  for (size_t i = 0; i < t.shape.size(); ++i) out += (i ? ", " : "") + std::to_string(t.shape[i]);
-  return out + "]";
-}
-
-std::string brief(const trace::ArgValue& a) {
-  using trace::ArgKind;
-  switch (a.kind) {
-    case ArgKind::None: return "None";
-    case ArgKind::Tensor:
-    case ArgKind::TensorList:
-    case ArgKind::OptTensorList: {
-      if (a.kind == ArgKind::Tensor && a.tensors.size() == 1)
-        return a.tensors[0] ? brief(*a.tensors[0]) : std::string("None");
-      std::string out = "[";
-      for (size_t i = 0; i < a.tensors.size(); ++i)
-        out += (i ? ", " : "") + (a.tensors[i] ? brief(*a.tensors[i]) : std::string("None"));
-      return out + "]";
-    }
-    case ArgKind::Int: return std::to_string(a.i);
-    case ArgKind::Float: {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", a.f);
-      return buf;
-    }
-    case ArgKind::Bool: return a.b ? "True" : "False";
-    case ArgKind::IntList: {
-      std::string out = "[";
-      for (size_t i = 0; i < a.ints.size(); ++i) out += (i ? ", " : "") + std::to_string(a.ints[i]);
-      return out + "]";
-    }
-    default: return a.text.empty() ? trace::to_string(a.kind) : a.text;
-  }
-}
-
-}  // namespace
-
 std::string TraceStore::describe(uint32_t sig) const {
   constexpr size_t kMax = 200;
   std::lock_guard<std::mutex> lock(mu_);
   if (sig >= records_.size() || !records_[sig].op) return "signature " + std::to_string(sig);
   const Record& r = records_[sig];
-  std::string out = r.op->name + "(";
-  for (size_t i = 0; i < r.args.size() && out.size() <= kMax; ++i) out += (i ? ", " : "") + brief(r.args[i]);
+  const std::string out = r.op->name + "(" + trace::args_text(r.args);
   if (out.size() > kMax) return out.substr(0, kMax) + "...)";
   return out + ")";
 }

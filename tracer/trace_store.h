@@ -97,8 +97,8 @@ class TraceStore {
   // step-dependent step size makes one of those every step): first-calls device timing does not open
   // a window for such a signature's first sight.
   bool float_variant(uint32_t sig) const;
-  // `sig` in a line, for messages: "aten::mm.default(bfloat16[512, 64], bfloat16[64, 512])" (tensors by
-  // dtype and shape, other arguments by value; cut at about 200 characters).
+  // `sig` in a line, for messages: "aten::mm(bfloat16[512,64]@cuda:0, bfloat16[64,512]@cuda:0)", as
+  // bbtrace summary writes signatures (trace::args_text); cut at about 200 characters.
   std::string describe(uint32_t sig) const;
 
  private:

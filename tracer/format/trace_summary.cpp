@@ -75,10 +75,12 @@ std::string arg_text(const trace::ArgValue& a) {
 
 double traced_device_us(const trace::TraceEntry& e) { return static_cast<double>(trace::estimated_ns(e)) / 1000.0; }
 
-std::string signature_text(const trace::TraceEntry& e) {
+std::string signature_text(const trace::TraceEntry& e) { return args_text(e.args); }
+
+std::string args_text(const std::vector<trace::ArgValue>& args) {
   std::ostringstream s;
   bool first = true;
-  for (const auto& a : e.args) {
+  for (const auto& a : args) {
     std::string text = arg_text(a);
     if (text.empty()) continue;
     s << (first ? "" : ", ") << text;

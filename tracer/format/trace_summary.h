@@ -2,6 +2,8 @@
 #pragma once
 
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "tracer/format/trace_model.h"
 
@@ -14,6 +16,8 @@ struct SummaryOptions {
 
 // A signature in one line: tensors as dtype[shape], lists and scalars as values.
 std::string signature_text(const trace::TraceEntry& entry);
+// The same for a signature's arguments alone.
+std::string args_text(const std::vector<trace::ArgValue>& args);
 
 // The device time the program spent in a signature's calls, scaled to all of them where the trace
 // timed a sample; 0 without device time.
