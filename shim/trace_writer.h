@@ -27,8 +27,7 @@ RunInfo current_run_info(const std::string& torch_version);
 // times per entry and the timing's health in meta when `times` is given and a CUDA device was used,
 // and how tracing was sampled when `tracing` is given (its calls_seen from `snap`).
 trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
-                        const tracer::DeviceTimeSnapshot* times = nullptr,
-                        const trace::TracingInfo* tracing = nullptr);
+                        const tracer::DeviceTimeSnapshot* times = nullptr, const trace::TracingInfo* tracing = nullptr);
 
 // Writes the Chrome-trace timeline of the events recorded, labelling ops from `snap`. Returns an error
 // text, empty on success.
@@ -42,7 +41,9 @@ class TraceWriter {
 
   // Writes the current counts with meta.status = `status` (running, exited, signal SIGTERM).
   // Skipped when nothing was traced, or for a periodic write when nothing changed. After a `final`
-  // write, later calls do nothing. A failure is reported once on stderr; returns false.
+  // write, later calls do nothing. A failure is reported once on stderr; returns false. Nothing
+  // escapes it: it runs on the preload's own thread and at exit, where an exception would end the
+  // program (an internal error is reported like a failed write).
   bool write(const std::string& status, bool final);
 
   const std::string& path() const { return path_; }
@@ -54,6 +55,8 @@ class TraceWriter {
   }
 
  private:
+  bool write_unguarded(const std::string& status, bool final);
+
   std::mutex mu_;
   const tracer::TraceStore* store_;
   std::string path_;

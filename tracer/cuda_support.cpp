@@ -189,6 +189,25 @@ std::string cupti_conflict() {
   return "";
 }
 
+// A device-timing thread's body, guarded: an exception escaping it (a bug of ours) would end the
+// program (std::terminate); instead device timing stops and says why, and tracing goes on.
+template <typename Fn>
+void guarded(devtime::CuptiSession* timer, const char* thread, Fn fn) noexcept {
+  std::string what;
+  try {
+    fn();
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  try {
+    timer->taken_over(std::string("internal error in ") + thread + " (" + what + ")");
+  } catch (...) {
+  }
+}
+
 // Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
 // the last one was due, until timing stops. Slow CUPTI calls (attaching takes milliseconds) shorten
 // neither the window nor, unless they overrun it, the period.
@@ -216,11 +235,11 @@ void run_first_calls(devtime::CuptiSession* timer) {
 
 void start_sampler(devtime::CuptiSession* timer) {
   if (timer->sampling().mode == devtime::Sampling::Mode::Windows)
-    start_quiet_thread([timer] { run_windows(timer); }, "sampled device timing",
-                       "the first window stays open: every call is timed");
+    start_quiet_thread([timer] { guarded(timer, "sampled device timing", [timer] { run_windows(timer); }); },
+                       "sampled device timing", "the first window stays open: every call is timed");
   else
-    start_quiet_thread([timer] { run_first_calls(timer); }, "first-calls device timing",
-                       "CUPTI stays attached: every call is timed");
+    start_quiet_thread([timer] { guarded(timer, "first-calls device timing", [timer] { run_first_calls(timer); }); },
+                       "first-calls device timing", "CUPTI stays attached: every call is timed");
 }
 
 // A collection every second while timing runs. CUPTI hands over a buffer when it is full or when
@@ -230,11 +249,13 @@ void start_sampler(devtime::CuptiSession* timer) {
 void start_sweeper(devtime::CuptiSession* timer) {
   start_quiet_thread(
       [timer] {
-        for (;;) {
-          std::this_thread::sleep_for(std::chrono::seconds(1));
-          if (!timer->active()) return;
-          timer->round();
-        }
+        guarded(timer, "device timing's collection", [timer] {
+          for (;;) {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            if (!timer->active()) return;
+            timer->round();
+          }
+        });
       },
       "device timing's collection every second", "records are collected as CUPTI's buffers fill");
 }
