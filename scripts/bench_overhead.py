@@ -26,7 +26,8 @@ are stable) without device timing (shapes-sampled) and with first-calls device t
     of every step after the first (the steps whose calls were timed included). --op-seconds 0 leaves the
     tiny op out.
 Configurations run interleaved, --rounds times, each round in fresh processes. Per-op time is the best
-over rounds (noise only ever adds time to a tight loop); step time is the median over rounds. With
+over rounds (noise only ever adds time to a tight loop); step time is the median over rounds. A process
+that fails is reported (its stderr) and run once more; the run then ends with exit status 1. With
 --ab PAIRS each process then runs PAIRS pairs of steps with RecordFunction on and off
 (torch.autograd._enable_record_function; ABBA order): the median ratio is what the RecordFunction-based
 tracing costs in that very process, free of the noise between processes (the "A/B x" column, median
@@ -283,8 +284,10 @@ def run_config(args, config):
                    BB_SUMMARY=os.path.join(args.tmp, "summary.txt"))
     cmd = [sys.executable, __file__, "--worker", "--config", config] + args.passthrough
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"{config} failed:\n{r.stderr}")
+    if r.returncode != 0:  # said at once, and again at the end; the caller runs it again (once)
+        args.failures.append(f"{config} (exit status {r.returncode}):\n{r.stderr}")
+        print(f"{config} failed (exit status {r.returncode}):\n{r.stderr}", file=sys.stderr, flush=True)
+        return None
     result = json.loads(r.stdout.strip().splitlines()[-1])
     trace = env.get("BB_TRACE", "off")
     sampled = "BB_TRACE_SAMPLE" in env
@@ -421,13 +424,19 @@ def main():
                         "--seq", str(args.seq), "--op-seconds", str(args.op_seconds), "--reps", str(args.reps),
                         "--steps", str(args.steps), "--warmup", str(args.warmup), "--build", args.build,
                         "--ab", str(args.ab)]
+    args.failures = []  # processes that failed (each run again once): the run ends with exit status 1
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         args.tmp = tmp
         rounds = {c: [] for c in configs}
         for r in range(args.rounds):
             for c in configs:
-                rounds[c].append(run_config(args, c))
+                x = run_config(args, c)
+                if x is None:
+                    x = run_config(args, c)
+                if x is None:
+                    sys.exit(f"{c} failed twice in a row in round {r + 1}; stopped")
+                rounds[c].append(x)
                 x = rounds[c][-1]
                 print(f"round {r + 1}/{args.rounds} {c}: " + (f"{x['op_us']:.2f} us/op, " if x["op_us"] else "")
                       + f"{x['step_ms']:.2f} ms/step (mean {x['step_ms_mean']:.2f})", file=sys.stderr)
@@ -530,7 +539,13 @@ def main():
                 x.pop("signatures", None)
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "model": args.model, "rounds": rounds, "median": med,
-                       "comparisons": comparisons, "machine": describe_machine(args.device)}, f, indent=1)
+                       "comparisons": comparisons, "machine": describe_machine(args.device),
+                       "failures": args.failures}, f, indent=1)
+    if args.failures:
+        print(f"{len(args.failures)} process(es) failed and were run again:")
+        for f in args.failures:
+            print("  " + f.rstrip().replace("\n", "\n    "))
+        sys.exit(1)
 
 
 if __name__ == "__main__":
