@@ -437,7 +437,6 @@ def main():
                 if x is None:
                     sys.exit(f"{c} failed twice in a row in round {r + 1}; stopped")
                 rounds[c].append(x)
-                x = rounds[c][-1]
                 print(f"round {r + 1}/{args.rounds} {c}: " + (f"{x['op_us']:.2f} us/op, " if x["op_us"] else "")
                       + f"{x['step_ms']:.2f} ms/step (mean {x['step_ms_mean']:.2f})", file=sys.stderr)
                 d = x.get("device_timing") or {}

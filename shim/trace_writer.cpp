@@ -212,16 +212,12 @@ TraceWriter::TraceWriter(const tracer::TraceStore* store, std::string path, RunI
     : store_(store), path_(std::move(path)), run_(std::move(run)), timeline_path_(std::move(timeline_path)) {}
 
 bool TraceWriter::write(const std::string& status, bool final) {
-  std::string what;
   try {
     return write_unguarded(status, final);
-  } catch (const std::exception& e) {
-    what = e.what();
   } catch (...) {
-    what = "an exception that is not a std::exception";
+    log::warn_once("write-error:" + path_, "cannot write the trace: internal error (" + log::current_exception_text() +
+                                               "); the program continues");
   }
-  log::warn_once("write-error:" + path_,
-                 "cannot write the trace: internal error (" + what + "); the program continues");
   return false;
 }
 

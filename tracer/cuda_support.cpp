@@ -189,23 +189,12 @@ std::string cupti_conflict() {
   return "";
 }
 
-// A device-timing thread's body, guarded: an exception escaping it (a bug of ours) would end the
-// program (std::terminate); instead device timing stops and says why, and tracing goes on.
-template <typename Fn>
-void guarded(devtime::CuptiSession* timer, const char* thread, Fn fn) noexcept {
-  std::string what;
-  try {
-    fn();
-    return;
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
-    what = "an exception that is not a std::exception";
-  }
-  try {
+// A device-timing thread ended on an exception (a bug of ours): device timing stops and says why;
+// tracing goes on.
+auto stop_timing_on_error(devtime::CuptiSession* timer, const char* thread) {
+  return [timer, thread](const std::string& what) {
     timer->taken_over(std::string("internal error in ") + thread + " (" + what + ")");
-  } catch (...) {
-  }
+  };
 }
 
 // Sampled timing: closes each window on_ms after it opened and opens the next one period_ms after
@@ -235,10 +224,10 @@ void run_first_calls(devtime::CuptiSession* timer) {
 
 void start_sampler(devtime::CuptiSession* timer) {
   if (timer->sampling().mode == devtime::Sampling::Mode::Windows)
-    start_quiet_thread([timer] { guarded(timer, "sampled device timing", [timer] { run_windows(timer); }); },
+    start_quiet_thread([timer] { run_windows(timer); }, stop_timing_on_error(timer, "sampled device timing"),
                        "sampled device timing", "the first window stays open: every call is timed");
   else
-    start_quiet_thread([timer] { guarded(timer, "first-calls device timing", [timer] { run_first_calls(timer); }); },
+    start_quiet_thread([timer] { run_first_calls(timer); }, stop_timing_on_error(timer, "first-calls device timing"),
                        "first-calls device timing", "CUPTI stays attached: every call is timed");
 }
 
@@ -249,15 +238,14 @@ void start_sampler(devtime::CuptiSession* timer) {
 void start_sweeper(devtime::CuptiSession* timer) {
   start_quiet_thread(
       [timer] {
-        guarded(timer, "device timing's collection", [timer] {
-          for (;;) {
-            std::this_thread::sleep_for(std::chrono::seconds(1));
-            if (!timer->active()) return;
-            timer->round();
-          }
-        });
+        for (;;) {
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+          if (!timer->active()) return;
+          timer->round();
+        }
       },
-      "device timing's collection every second", "records are collected as CUPTI's buffers fill");
+      stop_timing_on_error(timer, "device timing's collection"), "device timing's collection every second",
+      "records are collected as CUPTI's buffers fill");
 }
 
 void start_device_timing() {

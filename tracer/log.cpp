@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <set>
 
@@ -46,6 +47,16 @@ bool write_fully(int fd, const char* data, size_t n) {
 }
 
 std::string stacktrace() { return boost::stacktrace::to_string(boost::stacktrace::stacktrace()); }
+
+std::string current_exception_text() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
 
 void warn_once(const std::string& key, const std::string& message) {
   static std::mutex mu;

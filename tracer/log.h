@@ -25,6 +25,10 @@ inline void debug(const std::string& m) { write(Level::Debug, m); }
 // The calling thread's stack, one frame per line (Boost.Stacktrace), for debug reports.
 std::string stacktrace();
 
+// Inside a catch block: what the exception being handled says (its what(), or that it is not a
+// std::exception).
+std::string current_exception_text();
+
 // Warns the first time `key` is seen; later calls with the same key are silent.
 void warn_once(const std::string& key, const std::string& message);
 

@@ -382,16 +382,13 @@ void run_sampler(TraceStore* store, TraceSampler* sampler, bool (*hold)()) {
 
 // The sampler's thread ended on an exception (a bug of ours; escaping the thread would end the
 // program): every call is traced again from here, and that is said.
-void sampler_failed(const std::string& what) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(g_sampler_mu);
-    if (g_sampler_stopped) return;
-    at::disableCallback(g_sampled_handle);
-    g_sampling.store(false, std::memory_order_relaxed);
-    at::reenableCallback(g_handle);
-    log::warn("sampled tracing stopped: internal error (" + what + "); every call is traced from here");
-  } catch (...) {
-  }
+void sampler_failed(const std::string& what) {
+  std::lock_guard<std::mutex> lock(g_sampler_mu);
+  if (g_sampler_stopped) return;
+  at::disableCallback(g_sampled_handle);
+  g_sampling.store(false, std::memory_order_relaxed);
+  at::reenableCallback(g_handle);
+  log::warn("sampled tracing stopped: internal error (" + what + "); every call is traced from here");
 }
 
 }  // namespace
@@ -414,17 +411,8 @@ bool start_trace_sampling(const TraceSamplingOptions& options, bool (*hold)()) {
     std::lock_guard<std::mutex> lock(g_sampler_mu);
     g_sampler_stopped = true;
   });
-  return start_quiet_thread(
-      [store, sampler, hold] {
-        try {
-          run_sampler(store, sampler, hold);
-        } catch (const std::exception& e) {
-          sampler_failed(e.what());
-        } catch (...) {
-          sampler_failed("an exception that is not a std::exception");
-        }
-      },
-      "sampled tracing", "every call is traced");
+  return start_quiet_thread([store, sampler, hold] { run_sampler(store, sampler, hold); }, &sampler_failed,
+                            "sampled tracing", "every call is traced");
 }
 
 std::optional<SampledTracing> sampled_tracing() {
