@@ -31,7 +31,9 @@ that fails is reported (its stderr) and run once more; the run then ends with ex
 --ab PAIRS each process then runs PAIRS pairs of steps with RecordFunction on and off
 (torch.autograd._enable_record_function; ABBA order): the median ratio is what the RecordFunction-based
 tracing costs in that very process, free of the noise between processes (the "A/B x" column, median
-over rounds; about 1.0 for none, which is the check).
+over rounds; about 1.0 for none, which is the check). With --op-seconds too, PAIRS pairs of tiny-op
+loops follow, on and off the same way: on minus off is what one call pays for RecordFunction and the
+callbacks in that process (the "A/B ns" column, median over rounds).
 
 With traced-all and traced (or traced-first, traced-first-sampled) on CUDA, each round also compares
 their traces: the share of the signatures that launched device work (in traced-all's trace) with at
@@ -188,38 +190,60 @@ def worker(args):
            "steps_at": spans, "torch": torch.__version__}
     if args.ab:
         out["ab"] = ab_steps(step, args.device, args.ab)
+        if args.op_seconds > 0:
+            out["ab_op"] = ab_op(args.device, args.op_seconds, args.ab)
     print(json.dumps(out))
 
 
-def ab_steps(step, device, pairs):
-    """The same process's steps with RecordFunction on (A) and off (B: no callback runs, as without any
-    tracer), in pairs ordered ABBA: the ratio of each pair's A to its B, and its median. Between
-    processes this host's step time moves by more than the costs at stake; within one it does not."""
-    import torch
+def ab_pairs(run, pairs):
+    """run() with RecordFunction on (A) and off (B: no callback runs, as without any tracer), in pairs
+    ordered ABBA: the ratio of each pair's A to its B, and its median. Between processes this host's
+    times move by more than the costs at stake; within one they do not."""
     from torch.autograd import _enable_record_function
 
     def one(on):
         _enable_record_function(on)
         try:
-            if device == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            step()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            return (time.perf_counter() - t0) * 1e3
+            return run()
         finally:
             _enable_record_function(True)
 
-    ratios, on_ms, off_ms = [], [], []
+    ratios, on, off = [], [], []
     for k in range(pairs):
         order = (True, False) if k % 2 == 0 else (False, True)
         t = {o: one(o) for o in order}
-        on_ms.append(t[True])
-        off_ms.append(t[False])
+        on.append(t[True])
+        off.append(t[False])
         ratios.append(t[True] / t[False])
-    return {"ratio": statistics.median(ratios), "ratios": ratios, "on_ms": statistics.median(on_ms),
-            "off_ms": statistics.median(off_ms)}
+    return {"ratio": statistics.median(ratios), "ratios": ratios, "on": statistics.median(on),
+            "off": statistics.median(off)}
+
+
+def ab_steps(step, device, pairs):
+    """A/B (ab_pairs) of whole steps, in ms."""
+    import torch
+
+    def run():
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3
+    r = ab_pairs(run, pairs)
+    return {"ratio": r["ratio"], "ratios": r["ratios"], "on_ms": r["on"], "off_ms": r["off"]}
+
+
+def ab_op(device, seconds, pairs):
+    """A/B (ab_pairs) of the tiny op's loop, in us per call: on minus off is what RecordFunction and
+    the callbacks cost one call in this process (a tenth of --op-seconds per loop)."""
+    import torch
+    a = torch.ones(1, device=device)
+    b = torch.ones(1, device=device)
+    r = ab_pairs(lambda: add_loop_us(a, b, seconds / 10), pairs)
+    return {"ratio": r["ratio"], "ratios": r["ratios"], "on_us": r["on"], "off_us": r["off"],
+            "delta_us": r["on"] - r["off"]}
 
 
 def cupti_per_step(events, spans):
@@ -465,6 +489,10 @@ def main():
                     print(f"  A/B in this process (RecordFunction on / off), {len(x['ab']['ratios'])} pairs: median "
                           f"{x['ab']['ratio']:.3f} ({x['ab']['on_ms']:.2f} / {x['ab']['off_ms']:.2f} ms)",
                           file=sys.stderr)
+                if x.get("ab_op"):
+                    print(f"  A/B of the tiny op (RecordFunction on / off): median {x['ab_op']['ratio']:.3f} "
+                          f"({x['ab_op']['on_us']:.3f} / {x['ab_op']['off_us']:.3f} us/op, "
+                          f"{x['ab_op']['delta_us'] * 1e3:+.0f} ns a call)", file=sys.stderr)
                 if c != "none" and x.get("steps_ms") and rounds["none"]:  # which steps paid: all, or a few?
                     ref = rounds["none"][-1]["step_ms"]
                     print(f"  steps / this round's none median: "
@@ -500,14 +528,15 @@ def main():
           f"{args.rounds} rounds; mean: of all {args.warmup + args.steps} steps after the first")
     ab = args.ab > 0
     print(f"{'config':<22}{'us/op':>8}{'(median)':>10}{'delta us':>10}{'ms/step':>10}{'step x':>8}"
-          f"{'mean ms':>10}{'mean x':>8}" + (f"{'A/B x':>8}" if ab else ""))
+          f"{'mean ms':>10}{'mean x':>8}" + (f"{'A/B x':>8}" if ab else "") + (f"{'A/B ns':>8}" if ab and tiny else ""))
     for c in configs:
         m = med[c]
         op = (f"{m['op_us']:>8.2f}{'(' + format(m['op_us_median'], '.2f') + ')':>10}"
               f"{m['op_us'] - base['op_us']:>+10.2f}") if tiny else f"{'-':>8}{'':>10}{'':>10}"
         print(f"{c:<22}{op}{m['step_ms']:>10.2f}{m['step_ms'] / base['step_ms']:>8.3f}"
               f"{m['step_ms_mean']:>10.2f}{m['step_ms_mean'] / base['step_ms_mean']:>8.3f}"
-              + (f"{statistics.median(x['ab']['ratio'] for x in rounds[c]):>8.3f}" if ab else ""))
+              + (f"{statistics.median(x['ab']['ratio'] for x in rounds[c]):>8.3f}" if ab else "")
+              + (f"{statistics.median(x['ab_op']['delta_us'] for x in rounds[c]) * 1e3:>+8.0f}" if ab and tiny else ""))
     prof_cost = med["profiler"]["op_us"] - base["op_us"] if tiny and "profiler" in med else 0
     ours = med["traced"]["op_us"] - base["op_us"] if tiny and "traced" in med else 0
     if prof_cost > 0 and "traced" in med:
