@@ -195,6 +195,7 @@ trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const 
     d.windows = times->windows;
     d.detaches = times->detaches;
     d.cut_calls = times->health.calls_cut;
+    d.untracked_launches = times->health.untracked_launches;
     d.control_ns = times->control_ns;
     d.signatures_short = times->signatures_short;
     for (const auto& e : times->events) d.events.push_back({e.t, e.what});

@@ -266,6 +266,7 @@ void start_device_timing() {
       else if (std::strcmp(m, "callback") != 0)
         log::warn(std::string("BB_CUPTI_MODE=") + m + " is not callback|external-all|kernels-only; using callback");
     }
+    devtime::set_op_probe(&inside_traced_op);  // before the session asks whether calls may go unfollowed
     api = devtime::make_real_cupti(g_timing_options.torch_lib_dir, mode, o.timeline, &why);
     if (!api) conflict = why;
   }

@@ -433,6 +433,11 @@ void set_op_hooks(OpStartHook start, OpEndHook end) {
   g_start_hook.store(start);
 }
 
+bool inside_traced_op() noexcept {
+  const ThreadState* s = t_state;
+  return s && s->cur_op >= 0;
+}
+
 bool float_variant(uint32_t sig) {
   TraceStore* store = g_store.load();
   return store && store->float_variant(sig);

@@ -48,6 +48,8 @@ void set_device_range_probe(DeviceRangeProbe probe);
 using OpStartHook = bool (*)(uint32_t sig);
 using OpEndHook = void (*)();
 void set_op_hooks(OpStartHook start, OpEndHook end);
+// Whether this thread is inside a traced op call now (for CUDA's launch callbacks: never throws).
+bool inside_traced_op() noexcept;
 
 // Whether sig differs from an earlier signature only in float scalars' values (TraceStore).
 bool float_variant(uint32_t sig);

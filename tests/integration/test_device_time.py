@@ -211,6 +211,13 @@ class DeviceTime(TempDirTest):
         # window moves the epoch twice when it closes). Seen on the H200 under ctest -j2: 78 in 38.
         self.assertTrue(0.03 * mm["count"] < d["calls"] < 0.3 * mm["count"], (d, mm["count"]))
         self.assertLessEqual(timing["cut_calls"], 3 * timing["windows"], timing)
+        # A call begun between windows is not followed: the one a window's opening falls in, and any
+        # begun while the records were going on (before the window's generation moves), launch their
+        # one kernel each into the window unclaimed — left out and counted, never unattributed (every
+        # launch here is an op's, randn's included, which starts timing from inside). Seen on the
+        # H200: 46 in 39 windows, none unattributed.
+        self.assertLessEqual(timing["untracked_launches"], 3 * timing["windows"], timing)
+        self.assertEqual(timing["unattributed"], 0, timing)
         self.assertGreaterEqual(timing["calls_timed"], d["calls"])
         # The times themselves are those of timing every call.
         (mm_full,) = entries(full, "aten::mm")
@@ -231,6 +238,7 @@ class DeviceTime(TempDirTest):
         self.assertGreaterEqual(timing["detaches"], 1, timing)
         self.assertGreaterEqual(timing["windows"], 2, timing)
         self.assertGreater(timing["control_ns"], 0, timing)
+        self.assertEqual(timing["unattributed"], 0, timing)  # calls not followed are not "outside any op"
         small, = [e for e in entries(t, "aten::mm") if e["args"][0]["shape"] == [256, 256]]
         late, = [e for e in entries(t, "aten::mm") if e["args"][0]["shape"] == [512, 512]]
         self.assertEqual((small["count"], late["count"]), (int(r.stdout.split()[-1]), 20))

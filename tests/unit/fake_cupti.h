@@ -31,6 +31,8 @@ struct FakeCupti : CuptiApi {
   bool detachable = false;   // sampled timing may detach CUPTI between windows
   bool launch_comes = true;  // a launch comes to detach at (false: the program is idle)
   bool is_detached = false;
+  bool untracked_links = false;  // ties launches inside op calls it was not told of to kUntrackedCall
+  bool inside_op = false;        // the program is inside an op call (the tracer's view)
   uint32_t last_link = 0;
   uint64_t clock = kT0;
   uint32_t next_corr = 1;
@@ -96,6 +98,7 @@ struct FakeCupti : CuptiApi {
     recording = on;
     return "";
   }
+  bool links_untracked() const override { return untracked_links; }
   bool can_detach() const override { return detachable; }
   bool detach(uint32_t) override {
     if (!detachable || !launch_comes) return false;
@@ -122,8 +125,8 @@ struct FakeCupti : CuptiApi {
       clock += ns + 10000;
       return corr;
     }
-    if (!stack.empty()) {
-      externals.push_back({corr, stack.back()});
+    if (!stack.empty() || (untracked_links && inside_op)) {
+      externals.push_back({corr, stack.empty() ? kUntrackedCall : stack.back()});
       last_link = corr;
     }
     api.push_back({corr, clock, clock + 2000, 42, "cudaLaunchKernel"});
@@ -148,8 +151,10 @@ struct Rig {
   std::shared_ptr<FakeCupti::Log> log;
   std::vector<std::string> warnings;
   std::unique_ptr<CuptiSession> timer;
-  explicit Rig(CollectorOptions o = {}, Sampling sampling = {}) {
+  // untracked_links: as the real callback mode with the tracer's probe (CuptiApi::links_untracked).
+  explicit Rig(CollectorOptions o = {}, Sampling sampling = {}, bool untracked_links = false) {
     auto c = std::make_unique<FakeCupti>();
+    c->untracked_links = untracked_links;
     cupti = c.get();
     log = c->log;
     timer = std::make_unique<CuptiSession>(

@@ -613,6 +613,68 @@ TEST_CASE("first-calls timing: every refresh, each signature wants one more call
   CHECK(sigs[2].per_call.count() == 2);
 }
 
+TEST_CASE(
+    "sampled timing: a call begun between windows is not followed; its launches in the next window are left out") {
+  Rig r({}, Sampling::windows(10, 100), /*untracked_links=*/true);
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(1));  // inside the first window: followed
+  r.cupti->launch("inside", 100);
+  r.timer->op_end();
+  REQUIRE(r.timer->window(false));
+  const int pushes = r.log->pushes;
+  CHECK_FALSE(r.timer->op_start(2));  // between windows: no id, and no op_end owed
+  r.cupti->inside_op = true;
+  r.cupti->launch("between", 300);
+  REQUIRE(r.timer->window(true));  // a window opens while it runs
+  r.cupti->launch("after the open", 300);
+  r.cupti->inside_op = false;
+  CHECK(r.log->pushes == pushes);
+  REQUIRE(r.timer->op_start(1));  // inside the second window: followed and timed
+  r.cupti->inside_op = true;
+  r.cupti->launch("inside", 150);
+  r.timer->op_end();
+  r.cupti->inside_op = false;
+  r.cupti->launch("outside any op", 50);
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 2);
+  CHECK(sigs[1].per_call.total() == 250);
+  CHECK(sigs[2].per_call.count() == 0);
+  const Health h = r.timer->collector().health();
+  CHECK(h.untracked_launches == 1);  // "after the open": not timed, not unattributed
+  CHECK(h.unattributed == 1);        // "outside any op"
+  CHECK(h.calls_cut == 0);
+  CHECK(h.calls_timed == 2);
+  CHECK(r.log->pops == r.log->pushes);
+}
+
+TEST_CASE("first-calls timing: once detached, calls no signature wants are not followed; wanted ones are") {
+  Rig r({}, first_calls(1), /*untracked_links=*/true);
+  r.cupti->detachable = true;
+  REQUIRE(r.timer->start(""));
+  call(r, 1, 100);
+  REQUIRE(r.timer->tick(std::chrono::steady_clock::now() + kLater));
+  REQUIRE(r.cupti->is_detached);
+  const int pushes = r.log->pushes;
+  for (int k = 0; k < 5; ++k) CHECK_FALSE(r.timer->op_start(1));  // has its call: nothing to do
+  CHECK(r.log->pushes == pushes);
+  CHECK_FALSE(r.timer->op_start(1));  // an outer call, not followed, ...
+  r.cupti->inside_op = true;
+  call(r, 3, 40);  // ... in which a first sight attaches CUPTI and is timed
+  CHECK(r.log->attaches == 1);
+  r.cupti->launch("the outer call's, after", 60);  // left out, not tied to no op
+  r.cupti->inside_op = false;
+  r.timer->finish();
+  auto sigs = r.timer->collector().by_signature();
+  CHECK(sigs[1].per_call.count() == 1);
+  CHECK(sigs[3].per_call.count() == 1);
+  CHECK(sigs[3].per_call.total() == 40);
+  const Health h = r.timer->collector().health();
+  CHECK(h.untracked_launches == 1);
+  CHECK(h.unattributed == 0);
+  CHECK(r.log->pops == r.log->pushes);
+}
+
 TEST_CASE("signature wants: first sight, repeats, credits, refresh, and the counts of signatures short") {
   using Want = SignatureWants::Want;
   SignatureWants w(2);

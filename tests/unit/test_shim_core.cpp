@@ -335,6 +335,7 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
   times.windows = 12;
   times.detaches = 11;
   times.health.calls_cut = 4;
+  times.health.untracked_launches = 9;
   times.events = {{100.25, "open: start"}, {100.5, "close: period"}, {100.52, "detached"}};
   auto s = make_trace(snap, run, "exited", &times);
   REQUIRE(s.meta.device_timing->events.size() == 3);
@@ -343,6 +344,7 @@ TEST_CASE("device times are attached to their entries by signature, with the tim
   CHECK(s.meta.device_timing->sampled == "10 ms of every 100 ms");
   CHECK(s.meta.device_timing->windows == 12);
   CHECK(s.meta.device_timing->cut_calls == 4);
+  CHECK(s.meta.device_timing->untracked_launches == 9);
   CHECK(s.meta.device_timing->detaches == 11);
   const std::string yaml = bb::trace::to_yaml(s);
   CHECK(yaml.find("sampled: \"10 ms of every 100 ms\"") != std::string::npos);

@@ -232,6 +232,7 @@ TEST_CASE("extrapolated totals and the timing mode read back as written") {
   d.windows = 3;
   d.detaches = 2;
   d.cut_calls = 1;
+  d.untracked_launches = 6;
   d.control_ns = 12000000;
   d.signatures_short = 4;
   d.cupti_overhead_ns = 777;
@@ -240,6 +241,7 @@ TEST_CASE("extrapolated totals and the timing mode read back as written") {
   const std::string text = bb::trace::to_yaml(t);
   CHECK(text.find("estimated_total_ns: 20800") != std::string::npos);
   CHECK(text.find("mode: first-calls") != std::string::npos);
+  CHECK(text.find("untracked_launches: 6") != std::string::npos);
   CHECK(text.find("- {t: 812345.000001, what: \"open: start\"}") != std::string::npos);
   REQUIRE(parse_trace(text, "memory") == t);
   CHECK(error_of("version: 1\nmeta:\n  device_timing:\n    events: [{what: x}]\n") ==

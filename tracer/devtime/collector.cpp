@@ -166,6 +166,10 @@ void Collector::exclude(uint64_t external) {
 
 void Collector::attribute(const DeviceActivity& a, uint64_t external) {
   ++health_.activities;
+  if (external == kUntrackedCall) {
+    ++health_.untracked_launches;
+    return;
+  }
   if (incomplete_.count(external)) return;
   const uint64_t dur = a.end - a.start;
   PendingCall& call = pending_[external];

@@ -23,10 +23,13 @@ namespace bb::devtime {
 
 // External ids: the signature in the top 24 bits, a per-process call serial below.
 inline constexpr uint32_t kNoSignature = (1u << 24) - 1;  // an op call past the signature limit
-inline uint64_t make_external_id(uint32_t sig, uint64_t serial) {
+constexpr uint64_t make_external_id(uint32_t sig, uint64_t serial) {
   return (static_cast<uint64_t>(sig & kNoSignature) << 40) | (serial & ((uint64_t{1} << 40) - 1));
 }
 inline uint32_t signature_of(uint64_t external) { return static_cast<uint32_t>(external >> 40); }
+// Sampled timing: the id of every launch made inside an op call that began between windows and so was
+// not followed (no id of its own); its records are left out and counted (Health::untracked_launches).
+inline constexpr uint64_t kUntrackedCall = make_external_id(kNoSignature, 0);  // real calls' serials start at 1
 
 enum class ActivityKind : uint8_t { Kernel, Memcpy, Memset };
 
@@ -83,13 +86,14 @@ struct SignatureTime {
 };
 
 struct Health {
-  uint64_t activities = 0;        // device records accepted
-  uint64_t unfinished = 0;        // returned by a forced flush before they ended (end == 0): dropped
-  uint64_t calls_incomplete = 0;  // calls with such a record: not timed (their sum would be short)
-  uint64_t calls_cut = 0;         // sampled timing: calls a window opened or closed during: not timed
-  uint64_t dropped = 0;           // records CUPTI itself dropped (buffers full)
-  uint64_t bad_clock = 0;         // records outside the session's clock range: timing stopped
-  uint64_t unattributed = 0;      // device activity launched outside any traced op call
+  uint64_t activities = 0;          // device records accepted
+  uint64_t unfinished = 0;          // returned by a forced flush before they ended (end == 0): dropped
+  uint64_t calls_incomplete = 0;    // calls with such a record: not timed (their sum would be short)
+  uint64_t calls_cut = 0;           // sampled timing: followed calls a window opened or closed during: not timed
+  uint64_t untracked_launches = 0;  // sampled timing: launches of calls begun between windows (kUntrackedCall)
+  uint64_t dropped = 0;             // records CUPTI itself dropped (buffers full)
+  uint64_t bad_clock = 0;           // records outside the session's clock range: timing stopped
+  uint64_t unattributed = 0;        // device activity launched outside any traced op call
   uint64_t unattributed_ns = 0;
   std::map<std::string, uint64_t> unattributed_names;  // at most 64 names; the rest under "(other)"
   uint64_t calls_timed = 0;

@@ -15,6 +15,7 @@ std::atomic<bool> g_recording{true};
 std::atomic<uint32_t> g_last_linked{0};
 std::atomic<int> g_detach{kAttached};
 std::atomic<uint64_t> g_attach_generation{1};
+std::atomic<bool (*)()> g_inside_op{nullptr};
 Fns g_fns;
 thread_local ThreadOps t_ops;
 
@@ -191,7 +192,10 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
     t_ops.api_start = 0;
     if (!recording) return;  // between sampled windows
     const int d = t_ops.depth;
-    if (d > 0 && d <= kMaxDepth) {
+    uint64_t external = d > 0 && d <= kMaxDepth ? t_ops.external[d - 1] : 0;
+    if (d == 0)  // inside an op call sampled timing did not follow (it began between windows)?
+      if (bool (*inside)() = g_inside_op.load(std::memory_order_relaxed); inside && inside()) external = kUntrackedCall;
+    if (external != 0) {
       if (!t_ops.batch) {
         t_ops.batch = std::make_shared<LinkBatch>();
         t_ops.batch->links.reserve(kBatch);
@@ -201,7 +205,7 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
       std::vector<std::pair<uint32_t, uint64_t>> full;
       {
         std::lock_guard<std::mutex> lock(t_ops.batch->mu);
-        t_ops.batch->links.emplace_back(cb->correlationId, t_ops.external[d - 1]);
+        t_ops.batch->links.emplace_back(cb->correlationId, external);
         g_last_linked.store(cb->correlationId, std::memory_order_relaxed);
         if (t_ops.batch->links.size() >= kBatch) full.swap(t_ops.batch->links);
       }

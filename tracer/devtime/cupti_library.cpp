@@ -89,6 +89,9 @@ class RealCupti : public CuptiApi {
   }
 
   bool uses_callbacks() const override { return mode_ == CuptiMode::Callback; }
+  bool links_untracked() const override {
+    return mode_ == CuptiMode::Callback && g_inside_op.load(std::memory_order_relaxed) != nullptr;
+  }
 
   // Linking on before the records (a launch in between is linked and has no record: its link
   // expires); records off before linking.
@@ -264,5 +267,7 @@ std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, Cupt
   }
   return std::make_unique<RealCupti>(h, mode, timeline, listener, user);
 }
+
+void set_op_probe(bool (*inside_op)()) { g_inside_op.store(inside_op); }
 
 }  // namespace bb::devtime

@@ -38,4 +38,9 @@ using CallListener = void (*)(const WatchedCall& call, void* user);
 std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, CuptiMode mode, bool timeline,
                                           std::string* why, CallListener listener = nullptr, void* user = nullptr);
 
+// Callback mode: `inside_op` says whether the calling thread is inside an op call (the tracer's view;
+// must not throw, and is called from inside CUDA's launch calls). Set before timing starts, it lets
+// sampled timing leave calls that begin between windows unfollowed (CuptiApi::links_untracked).
+void set_op_probe(bool (*inside_op)());
+
 }  // namespace bb::devtime

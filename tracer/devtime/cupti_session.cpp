@@ -70,7 +70,8 @@ CuptiSession::CuptiSession(std::unique_ptr<CuptiApi> api, CollectorOptions optio
       collector_(options),
       timeline_(options.timeline),
       warn_(std::move(warn)),
-      sampling_(sampling) {
+      sampling_(sampling),
+      skip_unwanted_(sampling.enabled() && !options.timeline && api_ && api_->links_untracked()) {
   if (sampling_.mode == Sampling::Mode::FirstCalls)
     wants_ = std::make_unique<SignatureWants>(sampling_.calls, sampling_.repeat_gap_ms, sampling_.is_variant);
 }
@@ -110,6 +111,7 @@ bool CuptiSession::op_start(uint32_t sig) {
     if (w != SignatureWants::Want::No && (epoch_.load() & 1) == 0) open_for_call(w == SignatureWants::Want::Again);
     wanted = w != SignatureWants::Want::No;
   }
+  if (!wanted && skip_unwanted_ && (epoch_.load(std::memory_order_relaxed) & 1) == 0) return false;
   const uint64_t external = make_external_id(sig, serial_.fetch_add(1, std::memory_order_relaxed) + 1);
   api_->push(external);
   if (t_ops.depth < kMaxDepth) {

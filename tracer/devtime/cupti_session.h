@@ -32,6 +32,9 @@ class CuptiApi {
   virtual uint64_t now() = 0;           // CUPTI's clock, ns
   // True when it holds CUPTI's one subscriber slot (then another client's cuptiSubscribe is a takeover).
   virtual bool uses_callbacks() const { return false; }
+  // True when a launch made while recording inside an op call that was never pushed (it began between
+  // windows, and op_start did not follow it) is tied to kUntrackedCall rather than to no op.
+  virtual bool links_untracked() const { return false; }
   // Sampled timing: off, CUPTI records no kernel, memcpy or memset (work launched meanwhile never
   // gets a record) and launches are not tied to ops; on again after. Returns an error text.
   virtual std::string record(bool on) = 0;
@@ -59,8 +62,11 @@ class CuptiApi {
 //               (is_variant) wants nothing until it repeats.
 //   Windows     the calls inside a window of on_ms at the start of every period_ms
 //               (BB_DEVICE_TIME_SAMPLE).
-// Calls cut by a window's edge are left out (and counted), never timed short; calls outside windows
-// cost no more than tracing op shapes.
+// Calls cut by a window's edge are left out (and counted), never timed short. Where the CuptiApi ties
+// the launches of calls it was not told of to kUntrackedCall (links_untracked), a call that begins
+// between windows and is not wanted is not followed at all (no id, no end hook): beyond tracing op
+// shapes it costs a look at what its signature wants; what it launches after a window opens is left
+// out and counted (Health::untracked_launches).
 struct Sampling {
   enum class Mode { All, FirstCalls, Windows };
   Mode mode = Mode::All;
@@ -109,6 +115,7 @@ class CuptiSession {
 
   // Around each op call, on its thread. op_start returns true when it pushed an id; then op_end
   // must follow on the same thread (it pops even after timing stopped, to keep CUPTI's stack whole).
+  // False: the call is not followed (timing is off, or it began between windows and is not wanted).
   bool op_start(uint32_t sig);
   void op_end();
 
@@ -169,15 +176,15 @@ class CuptiSession {
   bool within_budget(std::chrono::steady_clock::time_point now) const;
   void add_control_time(std::chrono::steady_clock::time_point since);    // attaching or detaching took since-now
   void retire_absent_locked(std::chrono::steady_clock::time_point now);  // FirstCalls, control_ held
-  std::string short_repeating_text() const;
-  std::string signature_name(uint32_t sig) const;  // Sampling::name_of's, or "signature <id>"
-  static constexpr size_t kShown =
-      3;  // signatures an event names                              // FirstCalls: "; still short: ..." or ""
+  std::string short_repeating_text() const;                              // FirstCalls: "; still short: ..." or ""
+  std::string signature_name(uint32_t sig) const;                        // Sampling::name_of's, or "signature <id>"
+  static constexpr size_t kShown = 3;                                    // signatures an event names
   std::unique_ptr<CuptiApi> api_;
   Collector collector_;
   const bool timeline_;
   Warn warn_;
   const Sampling sampling_;
+  const bool skip_unwanted_;  // sampled, no timeline, and the API links untracked calls' launches
   // Odd while a window is open (always, when not sampling): a call that sees it change was cut.
   std::atomic<uint64_t> epoch_{1};
   std::atomic<uint64_t> windows_{0};

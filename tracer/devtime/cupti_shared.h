@@ -118,6 +118,9 @@ extern std::atomic<int> g_detach;
 // Bumped each time CUPTI is attached again: a thread whose runtime launch lost its exit callback to
 // a detach must not skip its next driver launches as part of that launch.
 extern std::atomic<uint64_t> g_attach_generation;
+// Whether this thread is inside an op call (set_op_probe): with no call of ours on its stack, such a
+// launch belongs to a call sampled timing did not follow, and is tied to kUntrackedCall.
+extern std::atomic<bool (*)()> g_inside_op;
 extern Fns g_fns;
 
 // Callback mode: the op stack of this thread, read by the launch callback, and the links it made

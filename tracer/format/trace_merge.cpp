@@ -166,6 +166,7 @@ std::optional<DeviceTiming> merge_timing(const std::vector<Trace>& traces) {
                            {&out->windows, d.windows},
                            {&out->detaches, d.detaches},
                            {&out->cut_calls, d.cut_calls},
+                           {&out->untracked_launches, d.untracked_launches},
                            {&out->control_ns, d.control_ns},
                            {&out->signatures_short, d.signatures_short},
                            {&out->cupti_overhead_ns, d.cupti_overhead_ns},

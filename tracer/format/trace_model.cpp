@@ -84,10 +84,10 @@ bool DeviceTiming::operator==(const DeviceTiming& o) const {
   return status == o.status && calls_timed == o.calls_timed && dropped_records == o.dropped_records &&
          unfinished_records == o.unfinished_records && incomplete_calls == o.incomplete_calls && mode == o.mode &&
          sampled == o.sampled && windows == o.windows && detaches == o.detaches && cut_calls == o.cut_calls &&
-         control_ns == o.control_ns && signatures_short == o.signatures_short &&
-         cupti_overhead_ns == o.cupti_overhead_ns && cupti_overhead_records == o.cupti_overhead_records &&
-         unattributed == o.unattributed && unattributed_ns == o.unattributed_ns &&
-         unattributed_kernels == o.unattributed_kernels && events == o.events;
+         untracked_launches == o.untracked_launches && control_ns == o.control_ns &&
+         signatures_short == o.signatures_short && cupti_overhead_ns == o.cupti_overhead_ns &&
+         cupti_overhead_records == o.cupti_overhead_records && unattributed == o.unattributed &&
+         unattributed_ns == o.unattributed_ns && unattributed_kernels == o.unattributed_kernels && events == o.events;
 }
 
 namespace {

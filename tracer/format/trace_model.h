@@ -141,6 +141,7 @@ struct DeviceTiming {
   uint64_t windows = 0;             // sampled: windows opened
   uint64_t detaches = 0;            // sampled: gaps between windows with CUPTI detached
   uint64_t cut_calls = 0;           // sampled: calls a window's edge fell in: not timed
+  uint64_t untracked_launches = 0;  // sampled: launches of calls begun between windows, after one opened
   uint64_t control_ns = 0;          // sampled: spent attaching and detaching CUPTI
   uint64_t signatures_short = 0;    // first-calls: signatures that had fewer timed calls than wanted
   std::vector<TimingEvent> events;  // sampled: windows opened and closed, detaches, in order (the first 1000)

@@ -207,6 +207,7 @@ void emit_meta(YAML::Emitter& out, const TraceMeta& m) {
       out << YAML::Key << "windows" << YAML::Value << d->windows;
       out << YAML::Key << "detaches" << YAML::Value << d->detaches;
       out << YAML::Key << "cut_calls" << YAML::Value << d->cut_calls;
+      out << YAML::Key << "untracked_launches" << YAML::Value << d->untracked_launches;
       out << YAML::Key << "control_ns" << YAML::Value << d->control_ns;
       if (d->mode == "first-calls") out << YAML::Key << "signatures_short" << YAML::Value << d->signatures_short;
     }
@@ -497,6 +498,7 @@ class Reader : public yaml::Reader {
       t.windows = optional<uint64_t>(d, "windows", 0, "a non-negative integer");
       t.detaches = optional<uint64_t>(d, "detaches", 0, "a non-negative integer");
       t.cut_calls = optional<uint64_t>(d, "cut_calls", 0, "a non-negative integer");
+      t.untracked_launches = optional<uint64_t>(d, "untracked_launches", 0, "a non-negative integer");
       t.unattributed = optional<uint64_t>(d, "unattributed", 0, "a non-negative integer");
       t.unattributed_ns = optional<uint64_t>(d, "unattributed_ns", 0, "a non-negative integer");
       if (YAML::Node k = d["unattributed_kernels"]) t.unattributed_kernels = kernels(k);
