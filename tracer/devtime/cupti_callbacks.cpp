@@ -18,6 +18,7 @@ std::atomic<uint64_t> g_attach_generation{1};
 std::atomic<bool (*)()> g_inside_op{nullptr};
 Fns g_fns;
 thread_local ThreadOps t_ops;
+[[gnu::noinline]] ThreadOps& thread_ops() { return t_ops; }
 
 namespace {
 std::mutex g_batches_mu;
@@ -173,12 +174,13 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
     try {
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
-  if (!runtime && t_ops.inside_runtime()) return;
+  ThreadOps& ops = thread_ops();
+  if (!runtime && ops.inside_runtime()) return;
   // Sampled timing asked to detach: at the exit of the outermost launch call.
   if (cb->callbackSite == CUPTI_API_EXIT && g_detach.load(std::memory_order_relaxed) == kDetachRequested) {
     int want = kDetachRequested;
     if (g_detach.compare_exchange_strong(want, kDetaching)) {
-      if (runtime) t_ops.in_runtime = 0;
+      if (runtime) ops.in_runtime = 0;
       g_fns.finalize();  // our subscriber and buffer callbacks go with it
       g_detach.store(kDetached);
       return;
@@ -188,37 +190,37 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
   if (!sink) return;
   const bool recording = g_recording.load(std::memory_order_relaxed);
   if (cb->callbackSite == CUPTI_API_ENTER) {
-    if (runtime) t_ops.in_runtime = g_attach_generation.load(std::memory_order_relaxed);
-    t_ops.api_start = 0;
+    if (runtime) ops.in_runtime = g_attach_generation.load(std::memory_order_relaxed);
+    ops.api_start = 0;
     if (!recording) return;  // between sampled windows
-    const int d = t_ops.depth;
-    uint64_t external = d > 0 && d <= kMaxDepth ? t_ops.external[d - 1] : 0;
+    const int d = ops.depth;
+    uint64_t external = d > 0 && d <= kMaxDepth ? ops.external[d - 1] : 0;
     if (d == 0)  // inside an op call sampled timing did not follow (it began between windows)?
       if (bool (*inside)() = g_inside_op.load(std::memory_order_relaxed); inside && inside()) external = kUntrackedCall;
     if (external != 0) {
-      if (!t_ops.batch) {
-        t_ops.batch = std::make_shared<LinkBatch>();
-        t_ops.batch->links.reserve(kBatch);
+      if (!ops.batch) {
+        ops.batch = std::make_shared<LinkBatch>();
+        ops.batch->links.reserve(kBatch);
         std::lock_guard<std::mutex> lock(g_batches_mu);
-        g_batches->push_back(t_ops.batch);
+        g_batches->push_back(ops.batch);
       }
       std::vector<std::pair<uint32_t, uint64_t>> full;
       {
-        std::lock_guard<std::mutex> lock(t_ops.batch->mu);
-        t_ops.batch->links.emplace_back(cb->correlationId, external);
+        std::lock_guard<std::mutex> lock(ops.batch->mu);
+        ops.batch->links.emplace_back(cb->correlationId, external);
         g_last_linked.store(cb->correlationId, std::memory_order_relaxed);
-        if (t_ops.batch->links.size() >= kBatch) full.swap(t_ops.batch->links);
+        if (ops.batch->links.size() >= kBatch) full.swap(ops.batch->links);
       }
       if (!full.empty()) hand_over(*sink, full);
     }
-    if (timeline) g_fns.getTimestamp(&t_ops.api_start);
+    if (timeline) g_fns.getTimestamp(&ops.api_start);
     return;
   }
-  if (runtime) t_ops.in_runtime = 0;
-  if (timeline && recording && t_ops.api_start) {
+  if (runtime) ops.in_runtime = 0;
+  if (timeline && recording && ops.api_start) {
     ApiCall c;
     c.correlation = cb->correlationId;
-    c.start = t_ops.api_start;
+    c.start = ops.api_start;
     g_fns.getTimestamp(&c.end);
     c.thread = this_thread_id();
     c.name = api_name(domain, cbid);
@@ -234,12 +236,13 @@ void CUPTIAPI on_watched(void* user, CUpti_CallbackDomain domain, CUpti_Callback
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   const bool launch = runtime ? listed(kRuntimeLaunches, cbid) : listed(kDriverLaunches, cbid);
-  if (launch && !runtime && t_ops.inside_runtime()) return;
+  ThreadOps& ops = thread_ops();
+  if (launch && !runtime && ops.inside_runtime()) return;
   if (cb->callbackSite != CUPTI_API_ENTER) {
-    if (launch && runtime) t_ops.in_runtime = 0;
+    if (launch && runtime) ops.in_runtime = 0;
     return;
   }
-  if (launch && runtime) t_ops.in_runtime = g_attach_generation.load(std::memory_order_relaxed);
+  if (launch && runtime) ops.in_runtime = g_attach_generation.load(std::memory_order_relaxed);
   WatchedCall c;
   c.launch = launch;
   if (!launch) c.name = api_name(domain, cbid);

@@ -113,8 +113,9 @@ class RealCupti : public CuptiApi {
   void push(uint64_t external) override {
     if (mode_ == CuptiMode::KernelsOnly || mode_ == CuptiMode::Watch) return;
     if (mode_ == CuptiMode::Callback) {
-      if (t_ops.depth < kMaxDepth) t_ops.external[t_ops.depth] = external;
-      ++t_ops.depth;
+      ThreadOps& ops = thread_ops();
+      if (ops.depth < kMaxDepth) ops.external[ops.depth] = external;
+      ++ops.depth;
       return;
     }
     g_fns.pushExternal(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, external);
@@ -122,7 +123,8 @@ class RealCupti : public CuptiApi {
   void pop() override {
     if (mode_ == CuptiMode::KernelsOnly || mode_ == CuptiMode::Watch) return;
     if (mode_ == CuptiMode::Callback) {
-      if (t_ops.depth > 0) --t_ops.depth;
+      ThreadOps& ops = thread_ops();
+      if (ops.depth > 0) --ops.depth;
       return;
     }
     uint64_t last = 0;

@@ -15,14 +15,20 @@ constexpr int kMaxDepth = 256;
 constexpr uint32_t kDetachWaitMs = 20;
 
 // The calls this thread pushed: their ids, start times (timeline) and the sampling epoch they began in.
+// Zero-initialized, so that it needs no initialization guard, and reached through thread_ops().
 struct OpStack {
-  uint64_t external[kMaxDepth];
-  uint64_t start[kMaxDepth];
-  uint64_t epoch[kMaxDepth];
-  bool wanted[kMaxDepth];  // first-calls: its signature wanted it timed, and a window was open at its start
+  uint64_t external[kMaxDepth] = {};
+  uint64_t start[kMaxDepth] = {};
+  uint64_t epoch[kMaxDepth] = {};
+  bool wanted[kMaxDepth] = {};  // first-calls: its signature wanted it timed, and a window was open at its start
   int depth = 0;
 };
 thread_local OpStack t_ops;
+
+// This thread's stack, its address taken once per call: in the preload every access to a thread_local
+// is a call to __tls_get_addr, which the compiler otherwise repeats at each use (it would rather
+// compute the address again than keep it in a register across the atomics and virtual calls).
+[[gnu::noinline]] OpStack& thread_ops() { return t_ops; }
 
 }  // namespace
 
@@ -114,41 +120,44 @@ bool CuptiSession::op_start(uint32_t sig) {
   if (!wanted && skip_unwanted_ && (epoch_.load(std::memory_order_relaxed) & 1) == 0) return false;
   const uint64_t external = make_external_id(sig, serial_.fetch_add(1, std::memory_order_relaxed) + 1);
   api_->push(external);
-  if (t_ops.depth < kMaxDepth) {
-    t_ops.external[t_ops.depth] = external;
-    t_ops.epoch[t_ops.depth] = epoch_.load();
+  OpStack& ops = thread_ops();
+  const int d = ops.depth;
+  if (d < kMaxDepth) {
+    ops.external[d] = external;
+    ops.epoch[d] = epoch_.load();
     // The window stays open while a wanted call that began in it runs (closing would cut it).
-    t_ops.wanted[t_ops.depth] = wanted && (t_ops.epoch[t_ops.depth] & 1) != 0;
-    if (t_ops.wanted[t_ops.depth]) {
+    ops.wanted[d] = wanted && (ops.epoch[d] & 1) != 0;
+    if (ops.wanted[d]) {
       wanted_in_flight_.fetch_add(1, std::memory_order_relaxed);
       wanted_began_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (timeline_) t_ops.start[t_ops.depth] = api_->now();
+    if (timeline_) ops.start[d] = api_->now();
   }
-  ++t_ops.depth;
+  ops.depth = d + 1;
   return true;
 }
 
 void CuptiSession::op_end() {
   if (forgotten_.load(std::memory_order_relaxed)) return;
-  const int d = --t_ops.depth;
+  OpStack& ops = thread_ops();
+  const int d = --ops.depth;
   if (finished_.load(std::memory_order_relaxed)) return;
   api_->pop();
   // A window opened or closed during the call: part of its work was launched while CUPTI recorded
   // nothing. (Past kMaxDepth nesting this cannot be told; such calls are kept.)
   if (sampling_.enabled() && d >= 0 && d < kMaxDepth) {
-    if (t_ops.wanted[d]) wanted_in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    const uint64_t began = t_ops.epoch[d];
-    if (epoch_.load() != began) collector_.exclude(t_ops.external[d]);
-    else if (wants_ && (began & 1) != 0 && wants_->credit(signature_of(t_ops.external[d])))
+    if (ops.wanted[d]) wanted_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    const uint64_t began = ops.epoch[d];
+    if (epoch_.load() != began) collector_.exclude(ops.external[d]);
+    else if (wants_ && (began & 1) != 0 && wants_->credit(signature_of(ops.external[d])))
       progress_.fetch_add(1, std::memory_order_relaxed);
   }
   if (timeline_ && d >= 0 && d < kMaxDepth && active_.load(std::memory_order_relaxed)) {
     OpEvent e;
-    e.external = t_ops.external[d];
+    e.external = ops.external[d];
     e.thread = this_thread_id();
     e.pthread = static_cast<uint32_t>(::pthread_self());
-    e.start = t_ops.start[d];
+    e.start = ops.start[d];
     e.end = api_->now();
     collector_.add_op(e);
   }

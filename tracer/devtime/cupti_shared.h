@@ -147,6 +147,9 @@ struct ThreadOps {
   std::shared_ptr<LinkBatch> batch;
 };
 extern thread_local ThreadOps t_ops;
+// t_ops's address, taken once per callback: in the preload every thread_local access is a call to
+// __tls_get_addr (and t_ops's own guard), which the compiler otherwise repeats at each use.
+ThreadOps& thread_ops();
 
 // Every thread's links to the collector (before a buffer is decoded, and before a flush).
 void take_all_batches(Collector& sink);
