@@ -266,7 +266,6 @@ void start_device_timing() {
       else if (std::strcmp(m, "callback") != 0)
         log::warn(std::string("BB_CUPTI_MODE=") + m + " is not callback|external-all|kernels-only; using callback");
     }
-    devtime::set_op_probe(&inside_traced_op);  // before the session asks whether calls may go unfollowed
     api = devtime::make_real_cupti(g_timing_options.torch_lib_dir, mode, o.timeline, &why);
     if (!api) conflict = why;
   }
@@ -287,6 +286,12 @@ void start_device_timing() {
     log::warn(
         "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "
         "every call is timed");
+#ifdef BB_WITH_CUPTI
+  // Only where the session leaves calls between windows unfollowed (sampled, no timeline): elsewhere a
+  // launch inside a call never pushed (the one inside which timing started) stays unattributed, and a
+  // timeline keeps it.
+  if (sampling.enabled() && !o.timeline) devtime::set_op_probe(&inside_traced_op);
+#endif
   auto* timer = new devtime::CuptiSession(
       std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
   if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))

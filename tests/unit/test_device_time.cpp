@@ -108,6 +108,24 @@ TEST_CASE("device work launched outside any op is counted as unattributed, by na
   CHECK(c.by_signature().empty());
 }
 
+TEST_CASE("launches of calls sampled timing did not follow are counted as such, finished or not") {
+  Collector c;
+  c.begin(kT0);
+  c.add_external(40, kUntrackedCall);
+  c.add_external(41, kUntrackedCall);
+  c.add_activity(kernel(40, kT0 + 10, 300), kT0 + 1'000'000);
+  auto running = kernel(41, kT0 + 400, 0);
+  running.end = 0;  // still running at a forced flush
+  c.add_activity(running, kT0 + 1'000'000);
+  c.end_round(true);
+  const Health h = c.health();
+  CHECK(h.untracked_launches == 2);
+  CHECK(h.calls_incomplete == 0);  // no call of ours to leave out
+  CHECK(h.unattributed == 0);
+  CHECK(h.calls_timed == 0);
+  CHECK(c.by_signature().empty());
+}
+
 TEST_CASE("unfinished records from a forced flush are dropped and counted; final settles everything") {
   Collector c;
   c.begin(kT0);
