@@ -10,6 +10,7 @@
 // Prints ns per call, best of 5 runs of `calls` calls (default 10 M). The code runs from a library the
 // program dlopens (bb_bench_devtime_hooks_lib), as in the preload: there every thread_local access is
 // a call to __tls_get_addr, which an executable's own code never pays.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -6,8 +6,9 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  const std::string self = argv[0];
-  const std::string dir = self.substr(0, self.find_last_of('/') + 1);
+  const std::string self = argv[0];  // build/bin/bb_bench_devtime_hooks: the library is in build/lib
+  const size_t slash = self.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "./" : self.substr(0, slash + 1);
   void* h = dlopen((dir + "../lib/libbb_bench_devtime_hooks_lib.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     std::fprintf(stderr, "%s\n", dlerror());
