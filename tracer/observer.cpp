@@ -355,6 +355,14 @@ TraceStore* start_tracing(const TracerOptions& options) {
 
 namespace {
 
+// Traces one call in N (sample) or every call; g_sampler_mu held. Off first, then on: for a moment
+// neither callback runs, rather than both seeing one call.
+void use_sampled_callback(bool sample) {
+  at::disableCallback(sample ? g_handle : g_sampled_handle);
+  g_sampling.store(sample, std::memory_order_relaxed);
+  at::reenableCallback(sample ? g_sampled_handle : g_handle);
+}
+
 // The sampler's thread: asks TraceSampler whether to sample and swaps the callbacks (each thread
 // sees the change at its next op), until the store changes (fork) or the process exits.
 void run_sampler(TraceStore* store, TraceSampler* sampler, bool (*hold)()) {
@@ -369,10 +377,7 @@ void run_sampler(TraceStore* store, TraceSampler* sampler, bool (*hold)()) {
       if (g_sampler_stopped) return;
       const bool sample = sampler->step(now, p.calls, p.signatures, held);
       if (sample != sampling) {
-        // Off first, then on: for a moment neither callback runs, rather than both seeing one call.
-        at::disableCallback(sample ? g_handle : g_sampled_handle);
-        g_sampling.store(sample, std::memory_order_relaxed);
-        at::reenableCallback(sample ? g_sampled_handle : g_handle);
+        use_sampled_callback(sample);
         sampling = sample;
       }
     }
@@ -385,9 +390,7 @@ void run_sampler(TraceStore* store, TraceSampler* sampler, bool (*hold)()) {
 void sampler_failed(const std::string& what) {
   std::lock_guard<std::mutex> lock(g_sampler_mu);
   if (g_sampler_stopped) return;
-  at::disableCallback(g_sampled_handle);
-  g_sampling.store(false, std::memory_order_relaxed);
-  at::reenableCallback(g_handle);
+  use_sampled_callback(false);
   log::warn("sampled tracing stopped: internal error (" + what + "); every call is traced from here");
 }
 
