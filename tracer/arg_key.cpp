@@ -1,5 +1,6 @@
 #include "tracer/arg_key.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "tracer/names.h"
@@ -37,7 +38,10 @@ uint64_t double_bits(double d) {
   return bits;
 }
 
-void encode_sizes(c10::IntArrayRef a, KeyWords& out) { out.insert(out.end(), a.begin(), a.end()); }
+uint64_t* copy_words(c10::IntArrayRef a, uint64_t* to) {
+  for (int64_t x : a) *to++ = static_cast<uint64_t>(x);
+  return to;
+}
 
 void encode_tensor(const at::Tensor& t, KeyWords& out) {
   if (!t.defined()) {  // an undefined tensor is how C++ passes None for Tensor?
@@ -55,23 +59,38 @@ void encode_tensor(const at::Tensor& t, KeyWords& out) {
   const uint64_t dev_word =
       (static_cast<uint64_t>(dev.type()) << 8) | static_cast<uint64_t>(static_cast<uint8_t>(dev.index()));
   const uint64_t dim = flags ? 0 : impl->dim();
-  out.push_back(header(kTensor, static_cast<uint64_t>(impl->dtype().toScalarType()) |
-                                    (static_cast<uint64_t>(layout) << 8) | (dim << 16) | (flags << 32)));
-  out.push_back(dev_word);
-  if (flags) return;
-  encode_sizes(impl->sizes(), out);
-  if (strided) {
-    encode_sizes(impl->strides(), out);
-    out.push_back(static_cast<uint64_t>(impl->storage_offset()));
+  const uint64_t head = header(kTensor, static_cast<uint64_t>(impl->dtype().toScalarType()) |
+                                            (static_cast<uint64_t>(layout) << 8) | (dim << 16) | (flags << 32));
+  if (flags) {
+    uint64_t* w = out.append(2);
+    w[0] = head;
+    w[1] = dev_word;
+    return;
   }
+  // Read before appending: sizes() may throw (encode_key then keys the value as opaque).
+  const c10::IntArrayRef sizes = impl->sizes();
+  if (!strided) {  // sizes only
+    uint64_t* w = out.append(2 + sizes.size());
+    w[0] = head;
+    w[1] = dev_word;
+    copy_words(sizes, w + 2);
+    return;
+  }
+  const c10::IntArrayRef strides = impl->strides();
+  uint64_t* w = out.append(3 + sizes.size() + strides.size());
+  w[0] = head;
+  w[1] = dev_word;
+  w = copy_words(strides, copy_words(sizes, w + 2));
+  *w = static_cast<uint64_t>(impl->storage_offset());
 }
 
 void encode_string(const std::string& s, KeyWords& out) {
-  out.push_back(header(kString, s.size()));
+  uint64_t* w = out.append(1 + (s.size() + 7) / 8);
+  *w++ = header(kString, s.size());
   for (size_t k = 0; k < s.size(); k += 8) {
-    uint64_t w = 0;
-    std::memcpy(&w, s.data() + k, std::min<size_t>(8, s.size() - k));
-    out.push_back(w);
+    uint64_t word = 0;
+    std::memcpy(&word, s.data() + k, std::min<size_t>(8, s.size() - k));
+    *w++ = word;
   }
 }
 
@@ -85,15 +104,17 @@ void encode_unchecked(const c10::IValue& v, KeyWords& out, bool blind) {
   if (v.isTensor()) {
     encode_tensor(v.toTensor(), out);
   } else if (v.isInt()) {
-    out.push_back(kInt);
-    out.push_back(static_cast<uint64_t>(v.toInt()));
+    uint64_t* w = out.append(2);
+    w[0] = kInt;
+    w[1] = static_cast<uint64_t>(v.toInt());
   } else if (v.isNone()) {
     out.push_back(kNone);
   } else if (v.isBool()) {
     out.push_back(header(kBool, v.toBool()));
   } else if (v.isDouble()) {
-    out.push_back(kDouble);
-    out.push_back(blind ? 0 : double_bits(v.toDouble()));
+    uint64_t* w = out.append(2);
+    w[0] = kDouble;
+    w[1] = blind ? 0 : double_bits(v.toDouble());
   } else if (v.isComplexDouble()) {
     auto c = v.toComplexDouble();
     out.push_back(kComplex);
@@ -121,11 +142,13 @@ void encode_list_or_other(const c10::IValue& v, KeyWords& out, bool blind) {
   }
   const auto list = v.toListRef();
   if (v.isIntList()) {
-    out.push_back(header(kIntList, list.size()));
-    for (const auto& x : list) out.push_back(static_cast<uint64_t>(x.toInt()));
+    uint64_t* w = out.append(1 + list.size());
+    *w++ = header(kIntList, list.size());
+    for (const auto& x : list) *w++ = static_cast<uint64_t>(x.toInt());
   } else if (v.isDoubleList()) {
-    out.push_back(header(kDoubleList, list.size()));
-    for (const auto& x : list) out.push_back(blind ? 0 : double_bits(x.toDouble()));
+    uint64_t* w = out.append(1 + list.size());
+    *w++ = header(kDoubleList, list.size());
+    for (const auto& x : list) *w++ = blind ? 0 : double_bits(x.toDouble());
   } else if (v.isBoolList()) {
     out.push_back(header(kBoolList, list.size()));
     uint64_t bits = 0;
@@ -149,9 +172,17 @@ void encode_key(const c10::IValue& v, KeyWords& out, bool blind_floats) {
   try {
     encode_unchecked(v, out, blind_floats);
   } catch (...) {  // e.g. a tensor subclass whose sizes() raises: record it as opaque
-    out.resize(mark);
+    out.truncate(mark);
     out.push_back(header(kOther, other_code(v)));
   }
+}
+
+void KeyWords::grow(size_t n) {
+  const size_t capacity = std::max<size_t>({64, 2 * capacity_, size_ + n});
+  std::unique_ptr<uint64_t[]> words(new uint64_t[capacity]);  // not initialized: written before read
+  if (size_) std::memcpy(words.get(), words_.get(), size_ * sizeof(uint64_t));
+  words_ = std::move(words);
+  capacity_ = capacity;
 }
 
 // Four independent lanes, so that a long key (a foreach op's tensor list) hashes at about a word a

@@ -2,6 +2,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "catch.h"
 #include "tracer/arg_key.h"
 #include "tracer/int_range.h"
@@ -54,6 +57,55 @@ TEST_CASE("key hashing is deterministic and spreads") {
   KeyWords a{1, 2, 3}, b{1, 2, 4};
   CHECK(bb::tracer::hash_key(a.data(), 3) == bb::tracer::hash_key(a.data(), 3));
   CHECK(bb::tracer::hash_key(a.data(), 3) != bb::tracer::hash_key(b.data(), 3));
+}
+
+TEST_CASE("a key's words survive the buffer's growth, copies and moves") {
+  KeyWords k;
+  std::vector<uint64_t> expected;
+  for (uint64_t i = 0; i < 1000; ++i) {  // single words and runs, across several growths
+    if (i % 7 == 0) {
+      uint64_t* w = k.append(3);
+      for (uint64_t j = 0; j < 3; ++j) expected.push_back(w[j] = i * 1000 + j);
+    } else {
+      k.push_back(i);
+      expected.push_back(i);
+    }
+  }
+  REQUIRE(k.size() == expected.size());
+  CHECK(std::equal(k.begin(), k.end(), expected.begin()));
+  KeyWords copy = k;
+  CHECK(copy == k);
+  copy.truncate(10);
+  CHECK(copy.size() == 10);
+  CHECK(copy != k);
+  CHECK(std::equal(copy.begin(), copy.end(), expected.begin()));
+  KeyWords moved = std::move(k);
+  CHECK(k.empty());  // NOLINT(bugprone-use-after-move): a moved-from key is empty
+  CHECK(std::equal(moved.begin(), moved.end(), expected.begin(), expected.end()));
+  moved.clear();
+  CHECK(moved.empty());
+  CHECK(moved == KeyWords{});
+  CHECK(KeyWords{1, 2} != KeyWords{1, 2, 3});
+}
+
+TEST_CASE("a tensor's sizes, strides and offset are where the key says, in long lists too") {
+  // A strided tensor: header, device, sizes, strides, storage offset.
+  auto t = at::zeros({4, 6}).narrow(1, 2, 3);
+  auto k = key_of(t);
+  REQUIRE(k.size() == 7);
+  CHECK(std::vector<uint64_t>(k.begin() + 2, k.end()) == std::vector<uint64_t>{4, 3, 6, 1, 2});
+  // A list of 300 tensors of shapes [i + 1]: its key grows the buffer many times over while encoding.
+  std::vector<at::Tensor> list;
+  for (int64_t i = 0; i < 300; ++i) list.push_back(at::zeros({i + 1}));
+  auto lk = key_of(c10::IValue(list));
+  REQUIRE(lk.size() == 1 + 300 * 5);  // the list's header, then 5 words per 1-d tensor
+  for (size_t i = 0; i < 300; ++i) {
+    const uint64_t* w = lk.data() + 1 + i * 5;
+    CHECK(w[2] == i + 1);  // size
+    CHECK(w[3] == 1);      // stride
+    CHECK(w[4] == 0);      // offset
+  }
+  CHECK(lk == key_of(c10::IValue(list)));
 }
 
 TEST_CASE("a tensor is described with dtype, shape, stride, device and offset") {
