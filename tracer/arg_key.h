@@ -60,8 +60,12 @@ class KeyWords {
 
  private:
   void grow(size_t n);
+  // Into an empty key, sized exactly: the store keeps a copy of every signature's key.
   void assign(const uint64_t* words, size_t n) {
-    if (n) std::memcpy(append(n), words, n * sizeof(uint64_t));
+    if (!n) return;
+    words_.reset(new uint64_t[n]);
+    std::memcpy(words_.get(), words, n * sizeof(uint64_t));
+    size_ = capacity_ = n;
   }
 
   std::unique_ptr<uint64_t[]> words_;
