@@ -68,7 +68,7 @@ def trace_calls(path):
 
 
 def run_one(args, config, steps, tmp):
-    """One process under callgrind: (instructions, traced calls or None)."""
+    """One process under callgrind: its instructions, and with the preload (calls traced, signatures)."""
     out = Path(tmp) / f"{config}-{steps}.callgrind"
     trace = Path(tmp) / f"{config}-{steps}.yaml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BB_") and k != "LD_PRELOAD"}
