@@ -61,27 +61,15 @@ void encode_tensor(const at::Tensor& t, KeyWords& out) {
   const uint64_t dim = flags ? 0 : impl->dim();
   const uint64_t head = header(kTensor, static_cast<uint64_t>(impl->dtype().toScalarType()) |
                                             (static_cast<uint64_t>(layout) << 8) | (dim << 16) | (flags << 32));
-  if (flags) {
-    uint64_t* w = out.append(2);
-    w[0] = head;
-    w[1] = dev_word;
-    return;
-  }
-  // Read before appending: sizes() may throw (encode_key then keys the value as opaque).
-  const c10::IntArrayRef sizes = impl->sizes();
-  if (!strided) {  // sizes only
-    uint64_t* w = out.append(2 + sizes.size());
-    w[0] = head;
-    w[1] = dev_word;
-    copy_words(sizes, w + 2);
-    return;
-  }
-  const c10::IntArrayRef strides = impl->strides();
-  uint64_t* w = out.append(3 + sizes.size() + strides.size());
+  // Header, device, then sizes unless flagged, then strides and storage offset if strided. Read before
+  // appending: sizes() may throw (encode_key then keys the value as opaque).
+  const c10::IntArrayRef sizes = flags ? c10::IntArrayRef() : impl->sizes();
+  const c10::IntArrayRef strides = strided ? impl->strides() : c10::IntArrayRef();
+  uint64_t* w = out.append(2 + sizes.size() + (strided ? strides.size() + 1 : 0));
   w[0] = head;
   w[1] = dev_word;
-  w = copy_words(strides, copy_words(sizes, w + 2));
-  *w = static_cast<uint64_t>(impl->storage_offset());
+  w = copy_words(sizes, w + 2);
+  if (strided) *copy_words(strides, w) = static_cast<uint64_t>(impl->storage_offset());
 }
 
 void encode_string(const std::string& s, KeyWords& out) {
