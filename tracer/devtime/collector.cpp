@@ -126,11 +126,10 @@ void Collector::add_activity(DeviceActivity a, uint64_t now) {
   if (a.end == 0) {
     ++health_.unfinished;
     auto link = links_.find(a.correlation);
-    if (link != links_.end() && link->second.external == kUntrackedCall) {  // no call of ours to leave out
+    if (link == links_.end()) return;
+    if (link->second.external == kUntrackedCall) {  // no call of ours to leave out
       ++health_.untracked_launches;
-      return;
-    }
-    if (link != links_.end() && incomplete_.emplace(link->second.external, round_).second) {
+    } else if (incomplete_.emplace(link->second.external, round_).second) {
       pending_.erase(link->second.external);
       ++health_.calls_incomplete;
     }
