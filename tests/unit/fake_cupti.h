@@ -4,6 +4,7 @@
 // handed over on flush, records off, detach and attach).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,8 @@ struct FakeCupti : CuptiApi {
   bool untracked_links = false;  // ties launches inside op calls it was not told of to kUntrackedCall
   bool inside_op = false;        // the program is inside an op call (the tracer's view)
   uint32_t last_link = 0;
+  // Runs as the records go on (record(true) or attach()): what other threads do meanwhile.
+  std::function<void()> while_turning_on;
   uint64_t clock = kT0;
   uint32_t next_corr = 1;
   std::vector<uint64_t> stack;  // one thread is enough for these tests
@@ -96,6 +99,7 @@ struct FakeCupti : CuptiApi {
     ++(on ? log->records_on : log->records_off);
     if (!record_error.empty()) return record_error;
     recording = on;
+    if (on && while_turning_on) while_turning_on();
     return "";
   }
   bool links_untracked() const override { return untracked_links; }
@@ -111,6 +115,7 @@ struct FakeCupti : CuptiApi {
     ++log->attaches;
     is_detached = false;
     recording = true;
+    if (while_turning_on) while_turning_on();
     return "";
   }
   uint32_t last_linked() const override { return last_link; }

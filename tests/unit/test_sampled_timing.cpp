@@ -77,6 +77,51 @@ TEST_CASE("sampled timing: a call cut after its records were collected is still 
   CHECK(r.timer->collector().health().calls_cut == 1);
 }
 
+// Where calls between windows are followed (external-all, kernels-only, a timeline), a call that
+// ends while a window's records are going on has part of its work recorded: it is cut, not timed
+// short. A call that begins then and ends inside the window is cut as well (it cannot tell).
+TEST_CASE("sampled timing: a call ending while a window opens is left out, not timed short") {
+  for (const bool detachable : {false, true}) {
+    Rig r({}, Sampling::windows(10, 100));
+    r.cupti->detachable = detachable;
+    REQUIRE(r.timer->start(""));
+    REQUIRE(r.timer->op_start(1));
+    r.cupti->launch("inside", 100);
+    r.timer->op_end();
+    REQUIRE(r.timer->window(false));
+    CHECK(r.cupti->is_detached == detachable);
+
+    REQUIRE(r.timer->op_start(6));  // between windows, followed
+    r.cupti->launch("unrecorded", 600);
+    bool ran = false;
+    r.cupti->while_turning_on = [&] {  // another thread, while the window opens
+      r.cupti->launch("recorded", 60);
+      r.timer->op_end();
+      REQUIRE(r.timer->op_start(7));
+      r.cupti->launch("begun as the records went on", 70);
+      ran = true;
+    };
+    REQUIRE(r.timer->window(true));
+    REQUIRE(ran);
+    r.cupti->launch("inside the window", 70);
+    r.timer->op_end();
+
+    REQUIRE(r.timer->op_start(1));  // inside the window
+    r.cupti->launch("inside", 100);
+    r.timer->op_end();
+    r.timer->finish();
+
+    auto sigs = r.timer->collector().by_signature();
+    CHECK(sigs[1].per_call.count() == 2);
+    CHECK(sigs[6].per_call.count() == 0);  // 60 of its 660 ns were recorded: none is kept
+    CHECK(sigs[7].per_call.count() == 0);
+    const Health h = r.timer->collector().health();
+    CHECK(h.calls_cut == 2);
+    CHECK(h.calls_timed == 2);
+    CHECK(r.log->pops == r.log->pushes);
+  }
+}
+
 TEST_CASE("sampled timing: CUPTI refusing a window stops timing and says why") {
   Rig r({}, Sampling::windows(10, 100));
   REQUIRE(r.timer->start(""));

@@ -235,7 +235,10 @@ std::vector<WindowEvent> CuptiSession::events() const {
 }
 
 bool CuptiSession::open_locked(const char* why) {
-  // Recording on before calls can see the window.
+  // Recording on before calls can see the window. The generation moves first (staying even): a
+  // followed call that began before and ends while the records go on had part of its work recorded,
+  // and is cut, as one still running when the window opens is.
+  epoch_.fetch_add(2);
   const auto t0 = std::chrono::steady_clock::now();
   const bool attach = api_->detached();
   std::string err = attach ? api_->attach() : api_->record(true);
