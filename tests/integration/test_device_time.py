@@ -71,6 +71,21 @@ torch.cuda.synchronize()
 print(n)
 """
 
+# About 1.5 s of an op that launches several kernels per call (a foreach over 440 tensors: one launch
+# per 110 in PyTorch's multi-tensor apply), for sampled windows where calls between them are followed.
+MULTI_LAUNCH = """
+import time, torch
+xs = [torch.randn(65536, device="cuda") for _ in range(440)]
+torch.cuda.synchronize()
+end = time.perf_counter() + 1.5
+n = 0
+while time.perf_counter() < end:
+    torch._foreach_add_(xs, 1.0)
+    n += 1
+torch.cuda.synchronize()
+print(n)
+"""
+
 # A backward pass (its kernels launched by autograd's device thread), then a few hundred thousand
 # launches on the main thread: CUPTI completes a dozen buffers of them while the backward's records
 # may wait in a buffer of their own.
@@ -225,6 +240,30 @@ class DeviceTime(TempDirTest):
         self.assertGreaterEqual(mm_full["device_time"]["calls"], 0.99 * mm_full["count"])
         self.assertAlmostEqual(d["median_ns"], mm_full["device_time"]["median_ns"],
                                delta=0.1 * mm_full["device_time"]["median_ns"])
+
+    def test_sampled_windows_never_time_a_call_short_where_calls_between_them_are_followed(self):
+        # With a timeline or in the external-all mode a call begun between windows is followed; one
+        # that a window's opening falls in had part of its launches recorded, and must be left out
+        # (cut), never credited that part.
+        tl = self.dir / "tl.json"
+        _, full = self.trace(MULTI_LAUNCH, BB_DEVICE_TIME="all")
+        (ref,) = entries(full, "aten::_foreach_add_.Scalar")
+        launches = sum(k["launches"] for k in ref["kernels"]) / ref["device_time"]["calls"]
+        self.assertGreaterEqual(launches, 3, ref)  # a part would be at most two thirds of a call
+        for env in ({"BB_CUPTI_MODE": "external-all"}, {"BB_TIMELINE": str(tl)}):
+            with self.subTest(**env):
+                r, t = self.trace(MULTI_LAUNCH, BB_DEVICE_TIME_SAMPLE="5/50", **env)
+                self.assertEqual(r.stderr, "")
+                timing = t["meta"]["device_timing"]
+                self.assertEqual(timing["status"], "on", timing)
+                self.assertGreaterEqual(timing["windows"], 20, timing)
+                (e,) = entries(t, "aten::_foreach_add_.Scalar")
+                d = e["device_time"]
+                self.assertTrue(0.03 * e["count"] < d["calls"] < 0.3 * e["count"], (d, e["count"]))
+                # Every timed call whole: the shortest near the median of timing every call.
+                self.assertGreaterEqual(d["min_ns"], 0.8 * ref["device_time"]["median_ns"], (d, ref["device_time"]))
+                self.assertAlmostEqual(d["median_ns"], ref["device_time"]["median_ns"],
+                                       delta=0.1 * ref["device_time"]["median_ns"])
 
     def test_first_calls_of_each_signature_are_timed_and_totals_extrapolated(self):
         _, full = self.trace(LATE, BB_DEVICE_TIME="all")
