@@ -37,6 +37,7 @@ struct FakeCupti : CuptiApi {
   uint32_t last_link = 0;
   // Runs as the records go on (record(true) or attach()): what other threads do meanwhile.
   std::function<void()> while_turning_on;
+  std::function<void()> while_turning_off;  // runs as the records go off (record(false)), before they are
   uint64_t clock = kT0;
   uint32_t next_corr = 1;
   std::vector<uint64_t> stack;  // one thread is enough for these tests
@@ -98,6 +99,7 @@ struct FakeCupti : CuptiApi {
     if (is_detached) return on ? "detached" : "";
     ++(on ? log->records_on : log->records_off);
     if (!record_error.empty()) return record_error;
+    if (!on && while_turning_off) while_turning_off();
     recording = on;
     if (on && while_turning_on) while_turning_on();
     return "";

@@ -100,8 +100,30 @@ void Collector::link(uint32_t correlation, uint64_t external) {
   auto w = waiting_.find(correlation);
   if (w == waiting_.end()) return;
   l.matched = true;
-  for (const auto& a : w->second.activities) attribute(a, external);
+  for (const auto& a : w->second.activities)
+    if (a.end == 0) leave_out(external);  // came back unfinished before its link did
+    else
+      attribute(a, external);
   waiting_.erase(w);
+}
+
+void Collector::leave_out(uint64_t external) {
+  if (external == kUntrackedCall || (external & kBetweenWindows)) {  // no call of ours to leave out
+    ++health_.untracked_launches;
+  } else if (incomplete_.emplace(external, round_).second) {
+    pending_.erase(external);
+    ++health_.calls_incomplete;
+    if (credited_.erase(external) && lost_) lost_(lost_user_, signature_of(external));
+  }
+}
+
+void Collector::credited(uint64_t external) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!health_.stopped.empty()) return;
+  auto it = incomplete_.find(external);
+  if (it == incomplete_.end()) credited_.emplace(external, round_);
+  else if (lost_)  // left out before it ended (a forced flush of a still-running call)
+    lost_(lost_user_, signature_of(external));
 }
 
 void Collector::add_api(ApiCall call) {
@@ -125,13 +147,14 @@ void Collector::add_activity(DeviceActivity a, uint64_t now) {
   if (!health_.stopped.empty()) return;
   if (a.end == 0) {
     ++health_.unfinished;
+    if (!options_.attribute) return;
     auto link = links_.find(a.correlation);
-    if (link == links_.end()) return;
-    if (link->second.external == kUntrackedCall) {  // no call of ours to leave out
-      ++health_.untracked_launches;
-    } else if (incomplete_.emplace(link->second.external, round_).second) {
-      pending_.erase(link->second.external);
-      ++health_.calls_incomplete;
+    if (link != links_.end()) {
+      leave_out(link->second.external);
+    } else {  // its link may still be in a launching thread's hands: it leaves its call out when it comes
+      auto& w = waiting_[a.correlation];
+      w.round = round_;
+      w.activities.push_back(std::move(a));
     }
     return;
   }
@@ -169,8 +192,13 @@ void Collector::exclude(uint64_t external) {
 
 void Collector::attribute(const DeviceActivity& a, uint64_t external) {
   ++health_.activities;
-  if (external == kUntrackedCall) {
+  if (external == kUntrackedCall || (external & kBetweenWindows)) {
     ++health_.untracked_launches;
+    if (external != kUntrackedCall && options_.timeline) {  // an op's work all the same
+      if (timeline_.activities.size() < options_.timeline_max_events) timeline_.activities.emplace_back(a, external);
+      else
+        ++timeline_.dropped_events;
+    }
     return;
   }
   if (incomplete_.count(external)) return;
@@ -228,26 +256,39 @@ size_t Collector::unmatched_links(uint32_t after, uint32_t upto) const {
   return n;
 }
 
-void Collector::settle(bool all) {
+void Collector::settle(bool all, const std::vector<uint64_t>& running) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (all || round_ - it->second.round >= 2) {
-      for (const auto& a : it->second.activities) unattributed(a);
+      for (const auto& a : it->second.activities)
+        if (a.end != 0) unattributed(a);  // an unfinished one was counted as such when it came
       it = waiting_.erase(it);
     } else {
       ++it;
     }
   }
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (all || round_ - it->second.round >= 2) {
+    const bool runs = std::binary_search(running.begin(), running.end(), it->first);
+    if (runs && all) {  // at a takeover or the end: what it launched from here on is not recorded
+      incomplete_.emplace(it->first, round_);
+      ++health_.calls_incomplete;
+      if (credited_.erase(it->first) && lost_) lost_(lost_user_, signature_of(it->first));
+      it = pending_.erase(it);
+    } else if (!runs && (all || round_ - it->second.round >= 2)) {
       const uint32_t sig = signature_of(it->first);
       if (sig != kNoSignature) {
         sigs_[sig].per_call.add(it->second.total);
         ++health_.calls_timed;
       }
+      credited_.erase(it->first);
       it = pending_.erase(it);
     } else {
       ++it;
     }
+  }
+  for (auto it = credited_.begin(); it != credited_.end();) {  // calls with no records (no device work)
+    if (all || round_ - it->second >= 8) it = credited_.erase(it);
+    else
+      ++it;
   }
   for (auto it = incomplete_.begin(); it != incomplete_.end();) {
     if (all || round_ - it->second >= 8) it = incomplete_.erase(it);
@@ -264,9 +305,13 @@ void Collector::settle(bool all) {
 }
 
 void Collector::end_round(bool final) {
+  // Taken before mu_: the stacks' lock is never held with it.
+  std::vector<uint64_t> running;
+  if (running_) running_(running);
+  std::sort(running.begin(), running.end());
   std::lock_guard<std::mutex> lock(mu_);
   if (held_ && !final) return;
-  if (health_.stopped.empty()) settle(final);
+  if (health_.stopped.empty()) settle(final, running);
   ++round_;
 }
 
@@ -283,6 +328,7 @@ void Collector::stop(const std::string& why) {
   waiting_.clear();
   links_.clear();
   incomplete_.clear();
+  credited_.clear();
 }
 
 bool Collector::stopped() const {

@@ -21,10 +21,16 @@
 
 namespace bb::devtime {
 
-// External ids: the signature in the top 24 bits, a per-process call serial below.
+// External ids: the signature in the top 24 bits, kBetweenWindows, then a per-process call serial
+// in the low 39 bits.
 inline constexpr uint32_t kNoSignature = (1u << 24) - 1;  // an op call past the signature limit
+inline constexpr uint64_t kSerialMask = (uint64_t{1} << 39) - 1;
+// Sampled timing: the call began outside an open window (the records were off, or being switched on
+// or off). Where such calls are followed (a timeline, external-all), whatever of theirs was recorded
+// is left out and counted with the untracked launches: it may be part of the call only.
+inline constexpr uint64_t kBetweenWindows = uint64_t{1} << 39;
 constexpr uint64_t make_external_id(uint32_t sig, uint64_t serial) {
-  return (static_cast<uint64_t>(sig & kNoSignature) << 40) | (serial & ((uint64_t{1} << 40) - 1));
+  return (static_cast<uint64_t>(sig & kNoSignature) << 40) | (serial & kSerialMask);
 }
 inline uint32_t signature_of(uint64_t external) { return static_cast<uint32_t>(external >> 40); }
 // Sampled timing: the id of every launch made inside an op call that began between windows and so was
@@ -131,8 +137,18 @@ class Collector {
   // Launches tied to an op with a correlation id in (after, upto] whose device record has not come
   // yet: sampled timing waits for them before it detaches CUPTI.
   size_t unmatched_links(uint32_t after, uint32_t upto) const;
-  // Ends a round: calls without new records for two rounds become final; with `final`, all do.
+  // Ends a round: calls without new records for two rounds become final, unless still running; with
+  // `final`, all do, and those still running are left out (part of their work is not recorded).
   void end_round(bool final);
+  // Where the op calls still running are (the ids on every thread's stack of calls): a call's records
+  // so far are not the whole call while it runs (null: none is known to run).
+  using RunningCalls = void (*)(std::vector<uint64_t>& ids);
+  void set_running_calls(RunningCalls running) { running_ = running; }
+  // First-calls timing: this call counted towards what its signature wants (SignatureWants::credit).
+  // If it is left out after all (a record of it came back unfinished), `lost` is told its signature.
+  using LostCredit = void (*)(void* user, uint32_t sig);
+  void set_lost_credit(LostCredit lost, void* user) { lost_ = lost, lost_user_ = user; }
+  void credited(uint64_t external);
   // While held, rounds do not end (short of a final one): sampled timing looks for a window's
   // records many times in a row, and no call may become final between two looks.
   void hold_rounds(bool held);
@@ -165,10 +181,11 @@ class Collector {
     uint64_t round;
     bool matched = false;  // its record came
   };
-  void link(uint32_t correlation, uint64_t external);          // mu_ held
-  void attribute(const DeviceActivity& a, uint64_t external);  // mu_ held
-  void unattributed(const DeviceActivity& a);                  // mu_ held
-  void settle(bool all);                                       // mu_ held
+  void link(uint32_t correlation, uint64_t external);           // mu_ held
+  void attribute(const DeviceActivity& a, uint64_t external);   // mu_ held
+  void unattributed(const DeviceActivity& a);                   // mu_ held
+  void leave_out(uint64_t external);                            // mu_ held: a record of this call came back unfinished
+  void settle(bool all, const std::vector<uint64_t>& running);  // mu_ held; running: sorted
   bool clock_ok(const DeviceActivity& a, uint64_t now) const;
 
   const CollectorOptions options_;
@@ -186,6 +203,10 @@ class Collector {
   std::unordered_map<uint64_t, PendingCall> pending_;  // external id -> call so far
   std::unordered_map<uint64_t, uint64_t> incomplete_;  // calls left out (unfinished record or
                                                        // cut) -> the round; kept 8 rounds
+  std::unordered_map<uint64_t, uint64_t> credited_;    // credited() calls not final yet -> the round
+  RunningCalls running_ = nullptr;
+  LostCredit lost_ = nullptr;
+  void* lost_user_ = nullptr;
   std::map<uint32_t, SignatureTime> sigs_;
   std::map<std::string, std::string> demangled_;
   Health health_;

@@ -15,13 +15,16 @@ constexpr int kMaxDepth = 256;
 constexpr uint32_t kDetachWaitMs = 20;
 
 // The calls this thread pushed: their ids, start times (timeline) and the sampling epoch they began in.
-// Zero-initialized, so that it needs no initialization guard, and reached through thread_ops().
+// Zero-initialized, so that it needs no initialization guard, and reached through thread_ops(). The
+// ids and the depth are read by the thread that ends collection rounds (running_calls): a call's
+// records are not final while it runs (plain stores and loads on x86).
 struct OpStack {
-  uint64_t external[kMaxDepth] = {};
+  std::atomic<uint64_t> external[kMaxDepth] = {};
   uint64_t start[kMaxDepth] = {};
   uint64_t epoch[kMaxDepth] = {};
   bool wanted[kMaxDepth] = {};  // first-calls: its signature wanted it timed, and a window was open at its start
-  int depth = 0;
+  std::atomic<int> depth{0};
+  bool listed = false;  // in stacks()
 };
 thread_local OpStack t_ops;
 
@@ -29,6 +32,48 @@ thread_local OpStack t_ops;
 // is a call to __tls_get_addr, which the compiler otherwise repeats at each use (it would rather
 // compute the address again than keep it in a register across the atomics and virtual calls).
 [[gnu::noinline]] OpStack& thread_ops() { return t_ops; }
+
+// Op call serials, process-wide: a call left on a stack by a session that is gone (a forked child's
+// copy, a test's) never shares its id with a call of a later session.
+std::atomic<uint64_t> g_serial{0};
+
+// Every thread's stack, from its first followed call to its exit. Never destroyed: threads may end
+// after static destructors ran.
+std::mutex& stacks_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<OpStack*>& stacks() {
+  static auto* v = new std::vector<OpStack*>;
+  return *v;
+}
+struct Listed {
+  OpStack* ops;
+  explicit Listed(OpStack* s) : ops(s) {
+    std::lock_guard<std::mutex> lock(stacks_mu());
+    stacks().push_back(ops);
+  }
+  ~Listed() {
+    std::lock_guard<std::mutex> lock(stacks_mu());
+    auto& v = stacks();
+    v.erase(std::remove(v.begin(), v.end(), ops), v.end());
+  }
+};
+[[gnu::noinline]] void list_stack(OpStack& ops) {
+  static thread_local Listed listed(&ops);
+  ops.listed = true;
+}
+
+// The ids of the calls running now, on every thread (Collector::RunningCalls). A thread may push or
+// pop meanwhile: a call that begins now has no records from earlier rounds, one that ends is final a
+// round later.
+void running_calls(std::vector<uint64_t>& ids) {
+  std::lock_guard<std::mutex> lock(stacks_mu());
+  for (const OpStack* s : stacks()) {
+    const int n = std::min(s->depth.load(std::memory_order_acquire), kMaxDepth);
+    for (int i = 0; i < n; ++i) ids.push_back(s->external[i].load(std::memory_order_relaxed));
+  }
+}
 
 }  // namespace
 
@@ -80,6 +125,10 @@ CuptiSession::CuptiSession(std::unique_ptr<CuptiApi> api, CollectorOptions optio
       skip_unwanted_(sampling.enabled() && !options.timeline && api_ && api_->links_untracked()) {
   if (sampling_.mode == Sampling::Mode::FirstCalls)
     wants_ = std::make_unique<SignatureWants>(sampling_.calls, sampling_.repeat_gap_ms, sampling_.is_variant);
+  collector_.set_running_calls(&running_calls);
+  if (wants_)
+    collector_.set_lost_credit([](void* wants, uint32_t sig) { static_cast<SignatureWants*>(wants)->uncredit(sig); },
+                               wants_.get());
 }
 
 bool CuptiSession::start(const std::string& conflict) {
@@ -117,14 +166,20 @@ bool CuptiSession::op_start(uint32_t sig) {
     if (w != SignatureWants::Want::No && (epoch_.load() & 1) == 0) open_for_call(w == SignatureWants::Want::Again);
     wanted = w != SignatureWants::Want::No;
   }
-  if (!wanted && skip_unwanted_ && (epoch_.load(std::memory_order_relaxed) & 1) == 0) return false;
-  const uint64_t external = make_external_id(sig, serial_.fetch_add(1, std::memory_order_relaxed) + 1);
+  const uint64_t epoch = epoch_.load();
+  if (!wanted && skip_unwanted_ && (epoch & 1) == 0) return false;
+  // Outside an open window the records are off, or being switched on or off kind by kind: what such
+  // a call has recorded may be part of it only, so none of it is ever timed (it is flagged, and its
+  // launches are counted as untracked). A window opening or closing during a call cuts it (op_end).
+  uint64_t external = make_external_id(sig, g_serial.fetch_add(1, std::memory_order_relaxed) + 1);
+  if ((epoch & 1) == 0) external |= kBetweenWindows;
   api_->push(external);
   OpStack& ops = thread_ops();
-  const int d = ops.depth;
+  if (!ops.listed) list_stack(ops);
+  const int d = ops.depth.load(std::memory_order_relaxed);
   if (d < kMaxDepth) {
-    ops.external[d] = external;
-    ops.epoch[d] = epoch_.load();
+    ops.external[d].store(external, std::memory_order_relaxed);
+    ops.epoch[d] = epoch;
     // The window stays open while a wanted call that began in it runs (closing would cut it).
     ops.wanted[d] = wanted && (ops.epoch[d] & 1) != 0;
     if (ops.wanted[d]) {
@@ -133,14 +188,15 @@ bool CuptiSession::op_start(uint32_t sig) {
     }
     if (timeline_) ops.start[d] = api_->now();
   }
-  ops.depth = d + 1;
+  ops.depth.store(d + 1, std::memory_order_release);
   return true;
 }
 
 void CuptiSession::op_end() {
   if (forgotten_.load(std::memory_order_relaxed)) return;
   OpStack& ops = thread_ops();
-  const int d = --ops.depth;
+  const int d = ops.depth.load(std::memory_order_relaxed) - 1;
+  ops.depth.store(d, std::memory_order_release);
   if (finished_.load(std::memory_order_relaxed)) return;
   api_->pop();
   // A window opened or closed during the call: part of its work was launched while CUPTI recorded
@@ -148,13 +204,18 @@ void CuptiSession::op_end() {
   if (sampling_.enabled() && d >= 0 && d < kMaxDepth) {
     if (ops.wanted[d]) wanted_in_flight_.fetch_sub(1, std::memory_order_relaxed);
     const uint64_t began = ops.epoch[d];
-    if (epoch_.load() != began) collector_.exclude(ops.external[d]);
-    else if (wants_ && (began & 1) != 0 && wants_->credit(signature_of(ops.external[d])))
-      progress_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t external = ops.external[d].load(std::memory_order_relaxed);
+    if (epoch_.load() != began) {
+      collector_.exclude(external);
+    } else if (wants_ && (began & 1) != 0) {
+      bool counted = false;
+      if (wants_->credit(signature_of(external), &counted)) progress_.fetch_add(1, std::memory_order_relaxed);
+      if (counted) collector_.credited(external);  // wanted again if left out after all
+    }
   }
   if (timeline_ && d >= 0 && d < kMaxDepth && active_.load(std::memory_order_relaxed)) {
     OpEvent e;
-    e.external = ops.external[d];
+    e.external = ops.external[d].load(std::memory_order_relaxed);
     e.thread = this_thread_id();
     e.pthread = static_cast<uint32_t>(::pthread_self());
     e.start = ops.start[d];
@@ -235,10 +296,7 @@ std::vector<WindowEvent> CuptiSession::events() const {
 }
 
 bool CuptiSession::open_locked(const char* why) {
-  // Recording on before calls can see the window. The generation moves first (staying even): a
-  // followed call that began before and ends while the records go on had part of its work recorded,
-  // and is cut, as one still running when the window opens is.
-  epoch_.fetch_add(2);
+  // Recording on before calls can see the window (calls that begin meanwhile are never timed).
   const auto t0 = std::chrono::steady_clock::now();
   const bool attach = api_->detached();
   std::string err = attach ? api_->attach() : api_->record(true);

@@ -207,7 +207,6 @@ class CuptiSession {
   mutable std::mutex control_;                          // start / round / finish / taken_over / window
   std::atomic<bool> active_{false};
   std::atomic<bool> forgotten_{false};
-  std::atomic<uint64_t> serial_{0};
   std::atomic<bool> finished_{false};
   bool started_ = false;
   std::string off_;                  // why timing never started

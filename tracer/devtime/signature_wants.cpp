@@ -124,7 +124,8 @@ std::vector<SignatureWants::Short> SignatureWants::short_repeating_list(size_t m
   return out;
 }
 
-bool SignatureWants::credit(uint32_t sig) {
+bool SignatureWants::credit(uint32_t sig, bool* counted) {
+  if (counted) *counted = false;
   Slot* s = slot(sig, false);
   if (!s) return false;
   uint32_t v = s->state.load(std::memory_order_relaxed);
@@ -135,9 +136,25 @@ bool SignatureWants::credit(uint32_t sig) {
         short_.fetch_sub(1, std::memory_order_relaxed);
         if (repeats) short_repeating_.fetch_sub(1, std::memory_order_relaxed);
       }
+      if (counted) *counted = true;
       return repeats;
     }
   return false;
+}
+
+void SignatureWants::uncredit(uint32_t sig) {
+  Slot* s = slot(sig, false);
+  if (!s) return;
+  uint32_t v = s->state.load(std::memory_order_relaxed);
+  while (v != 0 && (v & kOwed) < kOwed)
+    if (s->state.compare_exchange_weak(v, v + 1)) {
+      if ((v & kOwed) == 0) {  // wanted again: its absence counts from now (retire_absent)
+        if (repeat_gap_ms_) s->last_ms.store(now_ms(), std::memory_order_relaxed);
+        short_.fetch_add(1, std::memory_order_relaxed);
+        if (v & kRepeats) short_repeating_.fetch_add(1, std::memory_order_relaxed);
+      }
+      return;
+    }
 }
 
 uint64_t SignatureWants::refresh() {

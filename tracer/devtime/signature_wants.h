@@ -43,8 +43,12 @@ class SignatureWants {
   // variant nothing until it repeats.
   Want wants(uint32_t sig);
   // A call of `sig` was timed whole: true if it was wanted and `sig` repeats (progress that keeps a
-  // window open); the call counts towards what `sig` wants either way.
-  bool credit(uint32_t sig);
+  // window open); the call counts towards what `sig` wants either way (*counted: it did, `sig` wanted
+  // more).
+  bool credit(uint32_t sig, bool* counted = nullptr);
+  // A call credit() counted was left out after all (a record of it came back unfinished): `sig` wants
+  // it again.
+  void uncredit(uint32_t sig);
   // Every signature that has what it wanted wants one more (timing follows drift), float variants
   // not known to repeat aside. Returns how many.
   uint64_t refresh();

@@ -11,8 +11,6 @@
 namespace bb::devtime {
 namespace {
 
-constexpr uint64_t kSerialMask = (uint64_t{1} << 40) - 1;
-
 std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
