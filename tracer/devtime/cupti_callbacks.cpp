@@ -33,12 +33,17 @@ static void hand_over(Collector& sink, std::vector<std::pair<uint32_t, uint64_t>
 void take_all_batches(Collector& sink) {
   std::vector<std::pair<uint32_t, uint64_t>> mine;
   std::lock_guard<std::mutex> lock(g_batches_mu);
-  for (auto& b : *g_batches) {
+  for (auto it = g_batches->begin(); it != g_batches->end();) {
     {
-      std::lock_guard<std::mutex> l(b->mu);
-      mine.swap(b->links);
+      std::lock_guard<std::mutex> l((*it)->mu);
+      mine.swap((*it)->links);
     }
     hand_over(sink, mine);
+    // Its thread has ended (only this list holds it): nothing more comes into it. A program that
+    // launches from a new thread per task would otherwise keep one batch per thread it ever had.
+    if (it->use_count() == 1) it = g_batches->erase(it);
+    else
+      ++it;
   }
 }
 
