@@ -159,7 +159,9 @@ pid_t g_owner_pid = 0;  // the process whose CUDA context the probes use
 DeviceTimingOptions g_timing_options;
 std::atomic<devtime::CuptiSession*> g_timer{nullptr};  // never freed: used at exit
 
-bool timer_op_start(uint32_t sig) { return g_timer.load(std::memory_order_relaxed)->op_start(sig); }
+bool timer_op_start(uint32_t sig, bool sampled) {
+  return g_timer.load(std::memory_order_relaxed)->op_start(sig, !sampled);
+}
 void timer_op_end() { g_timer.load(std::memory_order_relaxed)->op_end(); }
 
 // From the preload's CUPTI interposers (shim/bootstrap.c): another client is about to act. Called

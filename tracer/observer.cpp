@@ -267,7 +267,7 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
   s.cur_op = index;
   Slot* slot = find_or_add(s, *op, inputs);
   if (OpStartHook hook = g_start_hook.load(std::memory_order_relaxed))
-    f.hooked = hook(slot ? slot->sig : devtime::kNoSignature);
+    f.hooked = hook(slot ? slot->sig : devtime::kNoSignature, sampled);
   if (!slot) {
     s.store->add_untraced();
     return;
@@ -437,6 +437,7 @@ void set_op_hooks(OpStartHook start, OpEndHook end) {
 }
 
 bool inside_traced_op() noexcept {
+  if (g_sampling.load(std::memory_order_relaxed)) return true;  // in a call the tracer did not see, maybe
   const ThreadState* s = t_state;
   return s && s->cur_op >= 0;
 }

@@ -45,10 +45,13 @@ void set_device_range_probe(DeviceRangeProbe probe);
 
 // Called around each op call (with its signature, or devtime::kNoSignature past the signature
 // limit) once set; `end` runs at the call's end, on its thread, only when `start` returned true.
-using OpStartHook = bool (*)(uint32_t sig);
+// `sampled`: the call began while sampled tracing saw one call in N, so calls inside it may go unseen
+// (device timing then never times it: their launches would count as its own).
+using OpStartHook = bool (*)(uint32_t sig, bool sampled);
 using OpEndHook = void (*)();
 void set_op_hooks(OpStartHook start, OpEndHook end);
-// Whether this thread is inside a traced op call now (for CUDA's launch callbacks: never throws).
+// Whether this thread is inside a traced op call now, or may be inside one the tracer did not see
+// (sampled tracing): for CUDA's launch callbacks (never throws).
 bool inside_traced_op() noexcept;
 
 // Whether sig differs from an earlier signature only in float scalars' values (TraceStore).

@@ -185,6 +185,25 @@ TEST_CASE("sampled timing: a call begun and ended while the records go on or off
   }
 }
 
+// Sampled tracing (BB_TRACE_SAMPLE) sees one call in N for a moment after a window opens: calls
+// inside a call it saw may go unseen, and their launches would count as its own (found in review).
+TEST_CASE("first-calls timing: a call begun while sampled tracing saw one call in N is never timed") {
+  Rig r({}, Sampling::first_calls(2, 0, 0), /*untracked_links=*/true);
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(3, /*whole=*/false));  // aten::linear, seen; its addmm was not
+  r.cupti->launch("addmm's kernel", 300);
+  r.timer->op_end();
+  REQUIRE(r.timer->op_start(3));
+  r.cupti->launch("linear's own", 100);
+  r.timer->op_end();
+  r.timer->finish();
+  const auto& t = r.timer->collector().by_signature()[3].per_call;
+  CHECK(t.count() == 1);
+  CHECK(t.total() == 100);
+  CHECK(r.timer->collector().health().untracked_launches == 1);
+  CHECK(r.timer->signatures_short() == 1);  // the first call did not count towards its two
+}
+
 // A call whose first records came two rounds before it ended, and that a window's edge then cut:
 // had they been taken as the whole call, op_end's exclusion would come too late (found in review).
 TEST_CASE("sampled timing: a long call's early records do not make it final while it runs") {

@@ -26,8 +26,9 @@ namespace bb::devtime {
 inline constexpr uint32_t kNoSignature = (1u << 24) - 1;  // an op call past the signature limit
 inline constexpr uint64_t kSerialMask = (uint64_t{1} << 39) - 1;
 // Sampled timing: the call began outside an open window (the records were off, or being switched on
-// or off). Where such calls are followed (a timeline, external-all), whatever of theirs was recorded
-// is left out and counted with the untracked launches: it may be part of the call only.
+// or off), or while sampled tracing saw one call in N (calls inside it may go unseen, their launches
+// taken for its own). Whatever of such a call was recorded is left out and counted with the untracked
+// launches: it may be part of the call only, or more than the call.
 inline constexpr uint64_t kBetweenWindows = uint64_t{1} << 39;
 constexpr uint64_t make_external_id(uint32_t sig, uint64_t serial) {
   return (static_cast<uint64_t>(sig & kNoSignature) << 40) | (serial & kSerialMask);

@@ -157,7 +157,7 @@ bool CuptiSession::start(const std::string& conflict) {
   return false;
 }
 
-bool CuptiSession::op_start(uint32_t sig) {
+bool CuptiSession::op_start(uint32_t sig, bool whole) {
   if (!active_.load(std::memory_order_relaxed)) return false;
   // First-calls: a call its signature wants timed opens the window itself, before it launches anything.
   bool wanted = false;
@@ -172,7 +172,7 @@ bool CuptiSession::op_start(uint32_t sig) {
   // a call has recorded may be part of it only, so none of it is ever timed (it is flagged, and its
   // launches are counted as untracked). A window opening or closing during a call cuts it (op_end).
   uint64_t external = make_external_id(sig, g_serial.fetch_add(1, std::memory_order_relaxed) + 1);
-  if ((epoch & 1) == 0) external |= kBetweenWindows;
+  if ((epoch & 1) == 0 || !whole) external |= kBetweenWindows;
   api_->push(external);
   OpStack& ops = thread_ops();
   if (!ops.listed) list_stack(ops);
@@ -207,7 +207,7 @@ void CuptiSession::op_end() {
     const uint64_t external = ops.external[d].load(std::memory_order_relaxed);
     if (epoch_.load() != began) {
       collector_.exclude(external);
-    } else if (wants_ && (began & 1) != 0) {
+    } else if (wants_ && (external & kBetweenWindows) == 0) {  // began in an open window, whole
       bool counted = false;
       if (wants_->credit(signature_of(external), &counted)) progress_.fetch_add(1, std::memory_order_relaxed);
       if (counted) collector_.credited(external);  // wanted again if left out after all

@@ -116,7 +116,9 @@ class CuptiSession {
   // Around each op call, on its thread. op_start returns true when it pushed an id; then op_end
   // must follow on the same thread (it pops even after timing stopped, to keep CUPTI's stack whole).
   // False: the call is not followed (timing is off, or it began between windows and is not wanted).
-  bool op_start(uint32_t sig);
+  // whole: every call inside this one reaches op_start too (false while sampled tracing sees one call
+  // in N: the launches of calls inside it it did not see would count as its own, so it is never timed).
+  bool op_start(uint32_t sig, bool whole = true);
   void op_end();
 
   // Another CUPTI client is about to replace our buffer callbacks or timestamps, or finalize CUPTI
