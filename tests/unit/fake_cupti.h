@@ -32,6 +32,7 @@ struct FakeCupti : CuptiApi {
   bool detachable = false;   // sampled timing may detach CUPTI between windows
   bool launch_comes = true;  // a launch comes to detach at (false: the program is idle)
   bool is_detached = false;
+  bool restart_ids = false;      // correlation ids start over when CUPTI is attached again
   bool untracked_links = false;  // ties launches inside op calls it was not told of to kUntrackedCall
   bool inside_op = false;        // the program is inside an op call (the tracer's view)
   uint32_t last_link = 0;
@@ -115,6 +116,7 @@ struct FakeCupti : CuptiApi {
   bool detached() const override { return is_detached; }
   std::string attach() override {
     ++log->attaches;
+    if (restart_ids) next_corr = 1;
     is_detached = false;
     recording = true;
     if (while_turning_on) while_turning_on();

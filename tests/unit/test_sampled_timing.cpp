@@ -185,6 +185,26 @@ TEST_CASE("sampled timing: a call begun and ended while the records go on or off
   }
 }
 
+// Nothing promises that CUPTI's correlation ids keep growing across a detach and an attach: a link
+// of before whose record never came must not claim a new launch's record.
+TEST_CASE("sampled timing: links of before a detach never meet the records of after it") {
+  Rig r({}, Sampling::windows(10, 100));
+  r.cupti->detachable = true;
+  r.cupti->restart_ids = true;
+  REQUIRE(r.timer->start(""));
+  REQUIRE(r.timer->op_start(2));
+  r.cupti->launch("its record is lost", 100);
+  r.cupti->activities.clear();
+  r.timer->op_end();
+  REQUIRE(r.timer->window(false, std::chrono::steady_clock::now()));
+  REQUIRE(r.cupti->is_detached);
+  REQUIRE(r.timer->window(true));
+  r.cupti->launch("outside any op, same correlation id", 50);
+  r.timer->finish();
+  CHECK(r.timer->collector().by_signature()[2].per_call.count() == 0);
+  CHECK(r.timer->collector().health().unattributed == 1);
+}
+
 // Sampled tracing (BB_TRACE_SAMPLE) sees one call in N for a moment after a window opens: calls
 // inside a call it saw may go unseen, and their launches would count as its own (found in review).
 TEST_CASE("first-calls timing: a call begun while sampled tracing saw one call in N is never timed") {

@@ -304,6 +304,16 @@ void Collector::settle(bool all, const std::vector<uint64_t>& running) {
   }
 }
 
+void Collector::forget_correlations() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!health_.stopped.empty()) return;
+  for (auto& [correlation, w] : waiting_)
+    for (const auto& a : w.activities)
+      if (a.end != 0) unattributed(a);
+  waiting_.clear();
+  links_.clear();
+}
+
 void Collector::end_round(bool final) {
   // Taken before mu_: the stacks' lock is never held with it.
   std::vector<uint64_t> running;

@@ -150,6 +150,10 @@ class Collector {
   using LostCredit = void (*)(void* user, uint32_t sig);
   void set_lost_credit(LostCredit lost, void* user) { lost_ = lost, lost_user_ = user; }
   void credited(uint64_t external);
+  // CUPTI is about to be attached again after a detach (which came after every record of the last
+  // window was collected): its correlation ids may start over, so no launch link or early record of
+  // before may meet a new one. Links left are dropped; records left without a link are unattributed.
+  void forget_correlations();
   // While held, rounds do not end (short of a final one): sampled timing looks for a window's
   // records many times in a row, and no call may become final between two looks.
   void hold_rounds(bool held);

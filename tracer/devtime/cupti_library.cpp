@@ -160,6 +160,7 @@ class RealCupti : public CuptiApi {
   std::string attach() override {
     if (!detached()) return "";
     g_attach_generation.fetch_add(1);
+    g_last_linked.store(0);  // a new CUPTI session's correlation ids may start over
     g_detach.store(kAttached);
     g_recording.store(true);
     return enable(g_sink.load());

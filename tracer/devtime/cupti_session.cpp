@@ -299,6 +299,7 @@ bool CuptiSession::open_locked(const char* why) {
   // Recording on before calls can see the window (calls that begin meanwhile are never timed).
   const auto t0 = std::chrono::steady_clock::now();
   const bool attach = api_->detached();
+  if (attach) collector_.forget_correlations();  // before any new launch is linked
   std::string err = attach ? api_->attach() : api_->record(true);
   if (attach) add_control_time(t0);
   if (!err.empty()) {
