@@ -1,8 +1,11 @@
 // Step "integrity" of a replay case (replay/case_steps.h): the checks after the kernel's first call, in
 // the order a cheat would be caught (docs/integrity.md).
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "bb/kernel.h"
 #include "policy/verify/integrity.h"
@@ -17,13 +20,12 @@ namespace {
 
 using verify::Flag;
 
-// Outputs sharing memory with inputs or with each other where native's do not.
-Finding new_aliasing(const CaseContext& c, const Values& native_args, const Values& native, const Values& args,
-                     const Values& generated, size_t outputs) {
-  Spent spent(phase::kIntegrity);
-  const std::string a = verify::aliasing_native_lacks(c.op().schema(), native_args, native, args, generated, outputs);
-  if (a.empty()) return {};
-  return caught(Flag::Aliasing, a + ", which native's does not (a result must not be, or be inside, an input)");
+// The bytes a CPU tensor's elements span ("" for others): a plain copy, no ATen call, so that a snapshot
+// starts as soon as the call returned.
+std::string bytes_of(const at::Tensor& t) {
+  if (!t.defined() || !t.is_cpu() || t.layout() != at::kStrided || !t.has_storage() || t.numel() == 0) return "";
+  const size_t n = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.itemsize());
+  return std::string(static_cast<const char*>(t.const_data_ptr()), n);
 }
 
 // After a failed comparison: the kernel again on the same inputs with the memory it is given poisoned
@@ -77,17 +79,23 @@ Finding second_input_set(const CaseContext& c, Values& args, const Values& first
   for (size_t k = 0; k < outputs && k < first.size(); ++k) kept.push_back(verify::deep_copy(first[k]));
   refill(args, inputs2);
   Called generated2;
+  Snapshot returned;
   {
     PoisonScope poison(kPoisonA, o.device, poison_reserve(native2));
     generated2 = call(c.op(), c.kernel, args, o);
+    returned = snapshot(c, generated2.results);
   }
-  if (!generated2.native_call.empty())
-    return native_call_seen(generated2.native_call, "its call on a second set of input values");
+  const std::string phase = "its call on a second set of input values";
+  if (!generated2.native_call.empty()) return native_call_seen(generated2.native_call, phase);
   const Values& g = generated2.results;
+  // (every call's results are judged for aliasing, not only the first's: a kernel may alias later)
+  if (Finding f = aliasing_after(c, native_args2, native2, args, g, phase); f.found()) return f;
   Values n2(native2.begin(), native2.begin() + std::min(outputs, native2.size()));
   Values g2(g.begin(), g.begin() + std::min(outputs, g.size()));
   CaseResult scratch = r;  // (the second set's errors and notes are not the case's)
-  if (Finding wrong = compare(c, inputs2, n2, g2, scratch); wrong.found()) {
+  const Finding wrong = compare(c, inputs2, n2, g2, scratch);
+  if (Finding e = escaped(c, returned, g, phase, wrong.found()); e.found()) return e;
+  if (wrong.found()) {
     if (verify::bitwise_equal(kept, g2))
       return caught(Flag::CachedResult,
                     "on new input values in the same memory the kernel returned exactly its "
@@ -95,8 +103,9 @@ Finding second_input_set(const CaseContext& c, Values& args, const Values& first
                         wrong.why);
     return failure("wrong on a second set of input values: " + wrong.why);
   }
-  // (results that are inputs, as in-place ops return them, are in the same memory by design)
-  if (verify::aliasing(c.op().schema(), args, g, outputs).empty() && verify::shares_storage(first, g, outputs))
+  // (results inside this call's arguments, as in-place ops return them, are in the same memory by design;
+  // that they may be was judged against native above)
+  if (verify::shares_storage(first, g, outputs, args))
     return caught(Flag::Aliasing,
                   "the kernel returned the memory of its previous call's result again (a buffer reused across calls)");
   return {};
@@ -104,8 +113,50 @@ Finding second_input_set(const CaseContext& c, Values& args, const Values& first
 
 }  // namespace
 
+Finding aliasing_after(const CaseContext& c, const Values& native_args, const Values& native, const Values& args,
+                       const Values& generated, const std::string& phase) {
+  Spent spent(phase::kIntegrity);
+  const c10::FunctionSchema& schema = c.op().schema();
+  const std::string a =
+      verify::aliasing_native_lacks(schema, native_args, native, args, generated, schema.returns().size());
+  if (a.empty()) return {};
+  return caught(Flag::Aliasing, (phase.empty() ? "" : phase + ": ") + a +
+                                    ", which native's does not (a result must not be, or be inside, an input)");
+}
+
+Snapshot snapshot(const CaseContext& c, const Values& results) {
+  Snapshot s;
+  if (!c.options.device.is_cpu()) return s;
+  s.taken = true;
+  for (const at::Tensor& t : verify::tensors_of(results)) s.bytes.push_back(bytes_of(t));
+  return s;
+}
+
+Finding escaped(const CaseContext& c, const Snapshot& snapshot, const Values& later, const std::string& phase,
+                bool wrong) {
+  if (!snapshot.taken) return {};
+  Spent spent(phase::kIntegrity);
+  const std::vector<at::Tensor> now = verify::tensors_of(later);
+  auto changed = [&] {
+    for (size_t k = 0; k < snapshot.bytes.size() && k < now.size(); ++k)
+      if (bytes_of(now[k]) != snapshot.bytes[k]) return true;
+    return false;
+  };
+  // A wrong result may be one that work still pending has not written yet (a thread not scheduled since,
+  // on a busy machine): it is given time to show. Right results never wait.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wrong ? 100 : 0);
+  for (;;) {
+    if (changed())
+      return caught(Flag::EscapingWork, phase +
+                                            ": the kernel's results changed after it returned (work that escaped "
+                                            "the call, e.g. on a thread of its own, was still writing them)");
+    if (std::chrono::steady_clock::now() >= until) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 Finding check(const CaseContext& c, const Values& inputs, Values& native, const Values& native_args, Values& args,
-              Values& generated, CaseResult& r) {
+              Values& generated, const Snapshot& returned, CaseResult& r) {
   const c10::FunctionSchema& schema = c.op().schema();
   std::vector<bool> native_wrote;
   std::string mutated;
@@ -122,8 +173,12 @@ Finding check(const CaseContext& c, const Values& inputs, Values& native, const 
     return caught(Flag::InputMutation,
                   "the kernel changed input '" + mutated + "', which the schema does not let it write");
   const size_t outputs = schema.returns().size();
-  if (Finding f = new_aliasing(c, native_args, native, args, generated, outputs); f.found()) return f;
-  if (Finding wrong = compare(c, inputs, native, generated, r); wrong.found()) {
+  if (Finding f = aliasing_after(c, native_args, native, args, generated, ""); f.found()) return f;
+  Finding wrong = compare(c, inputs, native, generated, r);
+  // (after the comparison: the longer the wait, the more escaped work shows; and before the second input
+  // set, which refills the memory of in-place results)
+  if (Finding e = escaped(c, returned, generated, "its first call", wrong.found()); e.found()) return e;
+  if (wrong.found()) {
     Finding u = unwritten(c, inputs, generated);
     if (!u.found()) return wrong;
     u.flags.insert(u.flags.begin(), wrong.flags.begin(), wrong.flags.end());

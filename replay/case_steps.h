@@ -106,10 +106,32 @@ verify::ElementMasks native_unwritten(const c10::OperatorHandle& op, const Value
 
 // ------------------------------------------------------------------ integrity (case_integrity.cpp)
 
+// On the CPU, a copy of the bytes of a call's results, taken as soon as it returned (after any clock
+// stopped, before anything else runs; plain memory copies, no ATen call); not taken elsewhere (CUDA work
+// that escapes a call is CUPTI's to see).
+struct Snapshot {
+  bool taken = false;
+  std::vector<std::string> bytes;  // per result tensor (verify::tensors_of)
+};
+Snapshot snapshot(const CaseContext& c, const Values& results);
+
+// Results that no longer hold what they held when the call returned (its snapshot()): work that escaped
+// the call, such as a thread of the kernel's still writing them. The later this is asked, the more shows;
+// `wrong` (the results failed the comparison): unchanged results are watched for up to 100 ms more.
+Finding escaped(const CaseContext& c, const Snapshot& snapshot, const Values& later, const std::string& phase,
+                bool wrong);
+
+// Results of one call of the kernel (on `args`) that share memory with its arguments or with each other
+// where native's results of the same call (on `native_args`) do not. Pointer arithmetic only: every call
+// is checked, the timed ones too (outside the clock). `phase` says which call ("": the first).
+Finding aliasing_after(const CaseContext& c, const Values& native_args, const Values& native, const Values& args,
+                       const Values& generated, const std::string& phase);
+
 // The checks after the kernel's first call, in the order a cheat would be caught. `native` and
-// `generated` gain the arguments native changed although the schema does not say so.
+// `generated` gain the arguments native changed although the schema does not say so. `returned`: the
+// snapshot() of `generated` taken as the call returned.
 Finding check(const CaseContext& c, const Values& inputs, Values& native, const Values& native_args, Values& args,
-              Values& generated, CaseResult& r);
+              Values& generated, const Snapshot& returned, CaseResult& r);
 
 // ------------------------------------------------------------------ time (case_timing.cpp)
 

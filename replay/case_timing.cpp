@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <optional>
 #include <sstream>
 
@@ -86,15 +87,34 @@ struct Side {
   int activities = 0;                 // CUDA: kernels, copies and sets seen, all runs
   verify::Findings findings;          // CUDA: the first of each kind
   bool allowed_aten = false;          // it called ATen compute ops the policy allows (their libraries' kernels too)
+  std::deque<Values> held;            // the results of its latest runs, kept alive (hold())
   void clear() { us.clear(), events_us.clear(); }
 };
+
+// How many of a side's latest results stay alive, up to how many bytes (the latest always): a result in
+// the memory of one of them is a buffer the kernel reuses across calls (a ring of persistent buffers as
+// deep as this is caught). Both sides hold theirs, so that the allocator treats them alike.
+constexpr size_t kHeldResults = 8;
+constexpr double kHeldBytes = 256.0 * (1 << 20);
+
+void hold(Side& side, const Values& results) {
+  side.held.push_back(results);
+  double bytes = 0;
+  for (const Values& v : side.held) bytes += result_bytes(v);
+  while (side.held.size() > kHeldResults || (side.held.size() > 1 && bytes > kHeldBytes)) {
+    bytes -= result_bytes(side.held.front());
+    side.held.pop_front();
+  }
+}
 
 // The interleaved runs of one case and what they found.
 class Interleaved {
  public:
-  Interleaved(const CaseContext& c, CuptiCallTimer* timer, const CaseResult& r)
+  // `first`: the kernel's result on its first call (held like the timed runs' results).
+  Interleaved(const CaseContext& c, CuptiCallTimer* timer, const CaseResult& r, const Values& first)
       : c_(c), o_(c.options), timer_(timer), r_(r) {
     generated_.kernel = c.kernel;
+    hold(generated_, first);
   }
 
   // Two warm-up pairs (first-call costs are not the kernel's), then the timed pairs.
@@ -141,14 +161,15 @@ class Interleaved {
     return {};
   }
 
-  // One pair of runs on an input set of its own; the kernel's result checked against native's.
+  // One pair of runs on an input set of its own; the kernel's results checked against native's and for
+  // aliasing, reused buffers and escaped work (all outside the timed region).
   Finding pair(int rep, bool native_first) {
     // (seeds 7919·k apart from the checks' own; warm-ups are rep -2 and -1)
     const auto made = Clock::now();
     const Values inputs = inputs_for(c_, o_.seed + 7919 * static_cast<uint64_t>(rep + 3));
     making_inputs_ += seconds_since(made);
     const std::string phase = rep < 0 ? "a warm-up run" : "timed repetition " + std::to_string(rep + 1);
-    Called expected, got;
+    Ran expected, got;
     if (native_first) {
       expected = run(native_, inputs);
       got = run(generated_, inputs);
@@ -156,27 +177,61 @@ class Interleaved {
       got = run(generated_, inputs);
       expected = run(native_, inputs);
     }
-    if (!got.native_call.empty()) return native_call_seen(got.native_call, phase);
-    if (!o_.check) return {};
+    if (!got.called.native_call.empty()) return native_call_seen(got.called.native_call, phase);
+    const Values& results = got.called.results;
+    if (Finding f = aliasing_after(c_, expected.args, expected.called.results, got.args, results, phase); f.found())
+      return f;
+    if (reused(results, got.args))
+      return caught(Flag::Aliasing, phase +
+                                        ": the kernel returned the memory of one of its earlier results, which the "
+                                        "caller still holds (a buffer reused across calls)");
+    hold(native_, expected.called.results);
+    hold(generated_, results);
+    if (!o_.check) return escaped(c_, got.returned, results, phase, false);
     CaseResult scratch = r_;  // (the timed runs' errors and notes are not the case's)
-    const Finding wrong = compare(c_, inputs, expected.results, got.results, scratch);
+    const Finding wrong = compare(c_, inputs, expected.called.results, results, scratch);
+    if (Finding e = escaped(c_, got.returned, results, phase, wrong.found()); e.found()) return e;
     if (!wrong.found()) {
-      previous_ = copies(got.results);
+      previous_ = copies(results);
       return {};
     }
-    const bool cached = !previous_.empty() && verify::bitwise_equal(previous_, got.results);
+    const bool cached = !previous_.empty() && verify::bitwise_equal(previous_, results);
     const std::string why = (rep < 0 ? std::string("warm-up run: ") : phase + ": ") +
                             (cached ? "the kernel returned exactly its result for other inputs: " : "") + wrong.why;
     return cached ? caught(Flag::CachedResult, why) : failure(why);
   }
 
+  // Whether a result of the kernel's is in the memory of one of its earlier results that are held.
+  bool reused(const Values& results, const Values& args) const {
+    const size_t outputs = c_.op().schema().returns().size();
+    for (const Values& earlier : generated_.held)
+      if (verify::shares_storage(earlier, results, outputs, args)) return true;
+    return false;
+  }
+
+  // A run's arguments (its own copy of the inputs), its call, and (host timing) its results as it returned.
+  struct Ran {
+    Values args;
+    Called called;
+    Snapshot returned;
+  };
+
   // One timed run of a side on its own copy of `inputs`. Both sides run the same way; the kernel's watch
   // (a thread-local RecordFunction callback, see call()) costs it nothing unless it calls ATen ops, and
   // then 0.1-0.35 us each (docs/performance.md).
-  Called run(Side& side, const Values& inputs) {
-    Values args = copies(inputs);
+  // Both sides' results are copied as they return (on the host clock: the CPU), so that both runs find
+  // the caches alike; only the kernel's copy is compared (escaped()).
+  Ran run(Side& side, const Values& inputs) {
+    Ran ran;
+    ran.args = copies(inputs);
     note_phase(side.kernel);
-    return timer_ ? run_on_device(side, args) : run_on_host(side, args);
+    if (timer_) {
+      ran.called = run_on_device(side, ran.args);
+      return ran;
+    }
+    ran.called = run_on_host(side, ran.args);
+    ran.returned = snapshot(c_, ran.called.results);  // (before anything else runs)
+    return ran;
   }
 
   Called run_on_device(Side& side, const Values& args) {
@@ -276,7 +331,7 @@ Finding time_case(const CaseContext& c, const Values& generated, CaseResult& r) 
     return {};
   }
   try {
-    Interleaved runs(c, timer, r);
+    Interleaved runs(c, timer, r, generated);
     if (Finding f = runs.run_all(); f.found()) return f;
     if (std::string why = runs.not_timed(); !why.empty()) {
       r.message = "not timed: " + why;

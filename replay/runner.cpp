@@ -27,6 +27,7 @@ struct Built {
 // What one side's first call gave, or why the case ends there (its status and reason).
 struct FirstCall {
   Called called;
+  Snapshot returned;  // the kernel's: its results as it returned (snapshot())
   std::optional<Status> ended;
   std::string why;
 };
@@ -97,6 +98,7 @@ FirstCall run_kernel(const CaseContext& c, Values& args, const Values& native) {
   try {
     PoisonScope poison(kPoisonA, c.options.device, poison_reserve(native));
     f.called = call(c.op(), c.kernel, args, c.options);
+    if (c.options.check) f.returned = snapshot(c, f.called.results);
   } catch (const bb::Decline& d) {
     f.ended = Status::Skipped;
     f.why = std::string("declined: ") + d.what();
@@ -182,7 +184,8 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
   r.aten_allowed = generated.called.allowed_aten;
 
   if (o.check) {
-    const Finding f = check(c, inputs, native.called.results, native_args, args, generated.called.results, r);
+    const Finding f =
+        check(c, inputs, native.called.results, native_args, args, generated.called.results, generated.returned, r);
     if (f.found()) return summarize(r, Status::Failed, f.why, f.flags);
   }
   r.status = Status::Passed;

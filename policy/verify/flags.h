@@ -15,7 +15,7 @@ enum class Flag {        // (flags.cpp names them in this order; ImpossibleSpeed
   InputMutation,         // an input changed that the schema does not let the op write
   Aliasing,              // an output in an input's or another output's memory where native's is not
   PrecisionDowngrade,    // computed in a lower floating-point precision
-  EscapingWork,          // CUDA: work the caller does not wait for
+  EscapingWork,          // work the caller does not wait for (CUDA streams; CPU: results written after the return)
   EnvironmentTampering,  // CUDA: changed limits, cache configuration, L2 persistence, ...
   ImpossibleSpeed,       // CUDA: faster than writing its results can be
 };

@@ -107,10 +107,13 @@ std::string undeclared_aliasing(const c10::FunctionSchema& schema, const Values&
   return "";
 }
 
-bool shares_storage(const Values& earlier, const Values& later, size_t outputs) {
-  for (const at::Tensor& a : tensors_of(earlier, outputs))
-    for (const at::Tensor& b : tensors_of(later, outputs))
+bool shares_storage(const Values& earlier, const Values& later, size_t outputs, const Values& exempt) {
+  const std::vector<at::Tensor> own = tensors_of(exempt);
+  for (const at::Tensor& b : tensors_of(later, outputs)) {
+    if (std::any_of(own.begin(), own.end(), [&](const at::Tensor& e) { return overlap(b, e); })) continue;
+    for (const at::Tensor& a : tensors_of(earlier, outputs))
       if (overlap(a, b)) return true;
+  }
   return false;
 }
 

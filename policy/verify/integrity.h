@@ -39,8 +39,10 @@ std::string aliasing_native_lacks(const c10::FunctionSchema& schema, const Value
 // results). "" when none; else the first, as text.
 std::string undeclared_aliasing(const c10::FunctionSchema& schema, const Values& args, const Values& results);
 
-// Whether any returned tensor of `later` shares storage with one of `earlier`.
-bool shares_storage(const Values& earlier, const Values& later, size_t outputs);
+// Whether any returned tensor of `later` shares storage with one of `earlier`. Returned tensors inside the
+// memory of `exempt` (the later call's own arguments: in-place, out= and view results are that memory by
+// design, which aliasing() judges) are not looked at.
+bool shares_storage(const Values& earlier, const Values& later, size_t outputs, const Values& exempt = {});
 
 // Whether the schema lets the op write this argument (in-place, out=: `Tensor(a!)`).
 bool writable(const c10::Argument& a);
