@@ -35,6 +35,10 @@ TIMED = {  # caught only when the timed loop runs
     "buffer_ring": ("aten::relu", "aliasing"),  # a ring of three persistent result buffers
     "escaping_thread": ("aten::relu", "escaping-work"),  # a worker thread finishes the results after the return
 }
+# Cheats whose work escapes only when a thread is slower than the call's return: a case whose worker finished
+# before the call returned (a tiny relu on a busy 2-core machine) escaped nothing and may pass, but one flagged
+# case takes the op's speedup away.
+RACY = {"escaping_thread"}
 HONEST_FORMS = ROOT / "tests" / "backends" / "honest_forms"
 
 
@@ -55,6 +59,9 @@ class Integrity(ReplayOfProgram):
                 self.assertEqual(r.returncode, 1, r.stdout)
                 cases = [c for c in data["cases"] if c["op"] == op]
                 self.assertTrue(cases, r.stdout)
+                if folder in RACY:
+                    cases = [c for c in cases if c["status"] != "passed"]
+                    self.assertTrue(cases, r.stdout)
                 for c in cases:
                     self.assertEqual(c["status"], "failed", c)
                     self.assertIn(flag, c["flags"], c)
