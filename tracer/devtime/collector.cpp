@@ -149,13 +149,9 @@ void Collector::add_activity(DeviceActivity a, uint64_t now) {
     ++health_.unfinished;
     if (!options_.attribute) return;
     auto link = links_.find(a.correlation);
-    if (link != links_.end()) {
-      leave_out(link->second.external);
-    } else {  // its link may still be in a launching thread's hands: it leaves its call out when it comes
-      auto& w = waiting_[a.correlation];
-      w.round = round_;
-      w.activities.push_back(std::move(a));
-    }
+    if (link != links_.end()) leave_out(link->second.external);
+    else  // its link may still be in a launching thread's hands: it leaves its call out when it comes
+      wait_for_link(std::move(a));
     return;
   }
   if (!begun_ || !clock_ok(a, now)) {
@@ -176,10 +172,21 @@ void Collector::add_activity(DeviceActivity a, uint64_t now) {
     link->second.matched = true;
     attribute(a, link->second.external);
   } else {
-    auto& w = waiting_[a.correlation];
-    w.round = round_;
-    w.activities.push_back(std::move(a));
+    wait_for_link(std::move(a));
   }
+}
+
+void Collector::wait_for_link(DeviceActivity a) {
+  auto& w = waiting_[a.correlation];
+  w.round = round_;
+  w.activities.push_back(std::move(a));
+}
+
+void Collector::keep_activity(const DeviceActivity& a, uint64_t external) {
+  if (!options_.timeline) return;
+  if (timeline_.activities.size() < options_.timeline_max_events) timeline_.activities.emplace_back(a, external);
+  else
+    ++timeline_.dropped_events;
 }
 
 void Collector::exclude(uint64_t external) {
@@ -194,11 +201,7 @@ void Collector::attribute(const DeviceActivity& a, uint64_t external) {
   ++health_.activities;
   if (external == kUntrackedCall || (external & kBetweenWindows)) {
     ++health_.untracked_launches;
-    if (external != kUntrackedCall && options_.timeline) {  // an op's work all the same
-      if (timeline_.activities.size() < options_.timeline_max_events) timeline_.activities.emplace_back(a, external);
-      else
-        ++timeline_.dropped_events;
-    }
+    if (external != kUntrackedCall) keep_activity(a, external);  // an op's work all the same
     return;
   }
   if (incomplete_.count(external)) return;
@@ -212,11 +215,7 @@ void Collector::attribute(const DeviceActivity& a, uint64_t external) {
     if (d == demangled_.end()) d = demangled_.emplace(a.name, demangle(a.name)).first;
     ++sigs_[sig].kernels[d->second];
   }
-  if (options_.timeline) {
-    if (timeline_.activities.size() < options_.timeline_max_events) timeline_.activities.emplace_back(a, external);
-    else
-      ++timeline_.dropped_events;
-  }
+  keep_activity(a, external);
 }
 
 void Collector::unattributed(const DeviceActivity& a) {
@@ -230,11 +229,7 @@ void Collector::unattributed(const DeviceActivity& a) {
     health_.unattributed_names.emplace(name, 1);
   else
     ++health_.unattributed_names["(other)"];
-  if (options_.timeline) {
-    if (timeline_.activities.size() < options_.timeline_max_events) timeline_.activities.emplace_back(a, 0);
-    else
-      ++timeline_.dropped_events;
-  }
+  keep_activity(a, 0);
 }
 
 void Collector::add_dropped(uint64_t n) {
@@ -269,10 +264,9 @@ void Collector::settle(bool all, const std::vector<uint64_t>& running) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     const bool runs = std::binary_search(running.begin(), running.end(), it->first);
     if (runs && all) {  // at a takeover or the end: what it launched from here on is not recorded
-      incomplete_.emplace(it->first, round_);
-      ++health_.calls_incomplete;
-      if (credited_.erase(it->first) && lost_) lost_(lost_user_, signature_of(it->first));
+      const uint64_t external = it->first;
       it = pending_.erase(it);
+      leave_out(external);
     } else if (!runs && (all || round_ - it->second.round >= 2)) {
       const uint32_t sig = signature_of(it->first);
       if (sig != kNoSignature) {

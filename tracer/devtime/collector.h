@@ -186,11 +186,14 @@ class Collector {
     uint64_t round;
     bool matched = false;  // its record came
   };
-  void link(uint32_t correlation, uint64_t external);           // mu_ held
-  void attribute(const DeviceActivity& a, uint64_t external);   // mu_ held
-  void unattributed(const DeviceActivity& a);                   // mu_ held
-  void leave_out(uint64_t external);                            // mu_ held: a record of this call came back unfinished
-  void settle(bool all, const std::vector<uint64_t>& running);  // mu_ held; running: sorted
+  void link(uint32_t correlation, uint64_t external);          // mu_ held
+  void attribute(const DeviceActivity& a, uint64_t external);  // mu_ held
+  void unattributed(const DeviceActivity& a);                  // mu_ held
+  // mu_ held: part of this call's work is not recorded (a record came back unfinished, or it runs at the end).
+  void leave_out(uint64_t external);
+  void wait_for_link(DeviceActivity a);  // mu_ held: a record that came before its launch's link
+  void keep_activity(const DeviceActivity& a, uint64_t external);  // mu_ held: into the timeline, if one is kept
+  void settle(bool all, const std::vector<uint64_t>& running);     // mu_ held; running: sorted
   bool clock_ok(const DeviceActivity& a, uint64_t now) const;
 
   const CollectorOptions options_;
