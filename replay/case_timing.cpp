@@ -15,6 +15,7 @@
 
 #include "bb/kernel.h"
 #include "policy/verify/cuda_checks.h"
+#include "policy/verify/integrity.h"
 #include "policy/verify/native_watch.h"
 #include "policy/verify/result_checks.h"
 #include "replay/cache_evict.h"
@@ -162,7 +163,7 @@ class Interleaved {
   }
 
   // One pair of runs on an input set of its own; the kernel's results checked against native's and for
-  // aliasing, reused buffers and escaped work (all outside the timed region).
+  // input mutation, aliasing, reused buffers and escaped work (all outside the timed region).
   Finding pair(int rep, bool native_first) {
     // (seeds 7919·k apart from the checks' own; warm-ups are rep -2 and -1)
     const auto made = Clock::now();
@@ -178,6 +179,7 @@ class Interleaved {
       expected = run(native_, inputs);
     }
     if (!got.called.native_call.empty()) return native_call_seen(got.called.native_call, phase);
+    if (Finding f = mutated(inputs, expected.args, got.args, phase); f.found()) return f;
     const Values& results = got.called.results;
     if (Finding f = aliasing_after(c_, expected.args, expected.called.results, got.args, results, phase); f.found())
       return f;
@@ -199,6 +201,25 @@ class Interleaved {
     const std::string why = (rep < 0 ? std::string("warm-up run: ") : phase + ": ") +
                             (cached ? "the kernel returned exactly its result for other inputs: " : "") + wrong.why;
     return cached ? caught(Flag::CachedResult, why) : failure(why);
+  }
+
+  // An input the kernel changed in this run although the schema does not let it (and native did not):
+  // checked on every run, not only the checked calls, so that a kernel honest there cannot use its
+  // inputs as scratch memory when timed. Arguments native changes too (batch_norm's running stats) are
+  // its right.
+  Finding mutated(const Values& inputs, const Values& native_args, const Values& args, const std::string& phase) {
+    std::string changed;
+    {
+      Spent spent(phase::kIntegrity);
+      const c10::FunctionSchema& schema = c_.op().schema();
+      const std::vector<bool> now = verify::unwritable_changes(schema, inputs, native_args);
+      native_wrote_.resize(now.size());
+      for (size_t i = 0; i < now.size(); ++i) native_wrote_[i] = native_wrote_[i] || now[i];
+      changed = verify::first_unwritable_change(schema, inputs, args, native_wrote_);
+    }
+    if (changed.empty()) return {};
+    return caught(Flag::InputMutation,
+                  phase + ": the kernel changed input '" + changed + "', which the schema does not let it write");
   }
 
   // Whether a result of the kernel's is in the memory of one of its earlier results that are held.
@@ -287,7 +308,8 @@ class Interleaved {
   CuptiCallTimer* timer_;  // null: host clock
   const CaseResult& r_;
   Side native_, generated_;
-  Values previous_;  // the kernel's (correct) result on the previous pair's inputs
+  Values previous_;                 // the kernel's (correct) result on the previous pair's inputs
+  std::vector<bool> native_wrote_;  // per argument: native changed it in some run, although the schema does not say so
   double making_inputs_ = 0;
   bool no_device_work_ = false;
 };

@@ -34,6 +34,7 @@ TIMED = {  # caught only when the timed loop runs
     "late_alias": ("aten::clone", "aliasing"),  # returns its input
     "buffer_ring": ("aten::relu", "aliasing"),  # a ring of three persistent result buffers
     "escaping_thread": ("aten::relu", "escaping-work"),  # a worker thread finishes the results after the return
+    "late_mutation": ("aten::relu", "input-mutation"),  # computes in its input, then copies out
 }
 # Cheats whose work escapes only when a thread is slower than the call's return: a case whose worker finished
 # before the call returned (a tiny relu on a busy 2-core machine) escaped nothing and may pass, but one flagged
