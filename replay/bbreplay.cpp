@@ -60,8 +60,9 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
                  "wildcards (add.*, *_backward); default all");
   app.add_option("--device", o.device, "cpu or cuda (default: cuda when torch sees one)");
   app.add_option("--seed", o.seed, "seed of every input")->capture_default_str();
-  app.add_option("--variants", o.variants,
-                 "comma-separated: traced, noncontiguous, special-values, empty, scalar, odd-size (default all)");
+  app.add_option(
+      "--variants", o.variants,
+      "comma-separated: traced, noncontiguous, special-values, large-values, empty, scalar, odd-size (default all)");
   auto* check_only = app.add_flag("--check-only", o.check_only, "check correctness, do not time");
   app.add_flag("--perf-only", o.perf_only, "time, do not compare results")->excludes(check_only);
   app.add_flag("--strict-strides", o.strict_strides,

@@ -10,7 +10,7 @@
 namespace bb::replay {
 
 inline const std::vector<std::string>& all_variants() {
-  static const std::vector<std::string> v = {"traced", "noncontiguous", "special-values",
+  static const std::vector<std::string> v = {"traced", "noncontiguous", "special-values", "large-values",
                                              "empty",  "scalar",        "odd-size"};
   return v;
 }

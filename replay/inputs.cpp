@@ -73,6 +73,14 @@ std::optional<int64_t> addressed_extent(const BoundCall& call) {
   return storage_extent(reached);
 }
 
+// The large-values variant's factor on every floating-point input (a power of two, so scaling rounds
+// nothing): |x| reaches a few hundred (float16: twenty), where a formula that
+// overflows in its intermediates (tanh as expm1(2x) / (expm1(2x) + 2), softmax without subtracting the
+// maximum, log(1 + exp(x))) gives inf or NaN although the op's result is finite. Products and long
+// sums of such values stay far inside the type's range (float16's products and sums of 16,384 of
+// them too), so native's own results stay finite wherever the op's are.
+double large_values_scale(c10::ScalarType t) { return t == at::kHalf ? 4.0 : 64.0; }
+
 class Maker {
  public:
   Maker(const BoundCall& call, const InputOptions& o) : call_(call), lookup_{call}, o_(o) {}
@@ -176,6 +184,7 @@ class Maker {
     const bool wide = t == at::kDouble || c10::isComplexType(t);
     at::Tensor x = at::normal(0.25, 1.0, {numel}, gen, where.dtype(wide ? at::kDouble : at::kFloat));
     if (positive_only(name)) x = x.abs() + 0.1;
+    if (o_.variant == "large-values") x.mul_(large_values_scale(t));
     return x.to(t);
   }
 
@@ -244,7 +253,7 @@ void reshape_all(BoundCall& call, const std::vector<int64_t>& shape) {
 // Rewrites the call's tensors for a variant; throws when it does not apply.
 void apply_variant(BoundCall& call, const std::string& variant) {
   auto fail = [&] { throw std::invalid_argument("variant " + variant + " does not apply to this call"); };
-  if (variant == "traced" || variant == "special-values") return;
+  if (variant == "traced" || variant == "special-values" || variant == "large-values") return;
   if (variant == "noncontiguous") {
     bool changed = false;
     std::vector<TensorMeta*> inputs;  // derived arguments keep the layout their forward op gives them
@@ -360,8 +369,8 @@ bool variant_applies(const BoundCall& bound, const std::string& variant) {
     if (!self || self->kind != ArgKind::Tensor || !self->tensors[0] || storage_extent(*self->tensors[0]) < *reached)
       return false;
   }
-  if (variant == "special-values") {
-    for (auto* t : tensors_of(call))  // NaN and Inf need a floating-point input to go into
+  if (variant == "special-values" || variant == "large-values") {
+    for (auto* t : tensors_of(call))  // NaN, Inf and large values need a floating-point input to go into
       if (auto type = names::dtype_from(t->dtype); type && c10::isFloatingType(*type)) return true;
     return false;
   }

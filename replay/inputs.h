@@ -29,7 +29,7 @@ BoundCall bind_call(const trace::TraceEntry& entry);
 struct InputOptions {
   c10::Device device = c10::kCPU;
   uint64_t seed = 0;
-  std::string variant = "traced";  // traced | noncontiguous | special-values | empty | scalar | odd-size
+  std::string variant = "traced";  // traced | noncontiguous | special-values | large-values | empty | scalar | odd-size
   // Values drawn on `device` by its own generator (same seed, other values than the CPU's; no
   // host-side filling and copying of large inputs). Off: drawn on the CPU, the same on every device.
   bool on_device = false;
@@ -44,7 +44,7 @@ std::string unreplayable(const BoundCall& call);
 std::string unrebuildable(const BoundCall& call);
 
 // Whether a variant makes a different, meaningful case of this call (noncontiguous needs a contiguous
-// tensor to change, special-values a floating-point one; empty, scalar and odd-size need tensors of
+// tensor to change, special-values and large-values a floating-point one; empty, scalar and odd-size need tensors of
 // one shape, so that the call stays valid).
 bool variant_applies(const BoundCall& call, const std::string& variant);
 

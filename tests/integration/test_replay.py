@@ -193,6 +193,20 @@ class Replay(TempDirTest):
         self.assertNotIn("aten::leaky_relu", {c["op"] for c in data["cases"]})
         self.assertIn("cases that did not pass", r.stdout)
 
+    def test_a_kernel_that_overflows_on_large_finite_inputs_fails_there_only(self):
+        data, r = self.report(self.behaviour_trace, "--backend", ROOT / "tests" / "backends" / "overflowing",
+                              "--check-only", expect_rc=1)
+        tanh = self.cases(data, "aten::tanh")
+        self.assertEqual({c["variant"] for c in tanh},
+                         {"traced", "noncontiguous", "special-values", "large-values", "empty", "scalar", "odd-size"})
+        for c in tanh:
+            with self.subTest(signature=c["signature"], variant=c["variant"]):
+                if c["variant"] == "large-values":
+                    self.assertEqual((c["status"], c["flags"]), ("failed", []), c)  # wrong, not a cheat
+                    self.assertIn("elements differ", c["message"])
+                else:
+                    self.assertEqual(c["status"], "passed", c)
+
     def test_a_kernel_writing_to_the_result_pipe_forges_nothing(self):
         # it writes a "passed" result and a note that native runs to every descriptor, then crashes
         data, r = self.report(self.behaviour_trace, "--backend", ROOT / "tests" / "backends" / "protocol_forger",

@@ -104,6 +104,36 @@ TEST_CASE("variants change the inputs as they say, and apply only where they mea
       "  - op: aten::relu\n    count: 1\n    args:\n"
       "      - {name: self, type: \"Tensor\", kind: tensor, dtype: int64, shape: [4], stride: [1], device: cpu}\n"));
   CHECK_FALSE(bb::replay::variant_applies(ints, "special-values"));  // no integer NaN
+  CHECK_FALSE(bb::replay::variant_applies(ints, "large-values"));
+}
+
+TEST_CASE("large-values scales only floating-point inputs and float16 ones least") {
+  const std::string yaml =
+      "  - op: aten::add.Tensor\n    count: 1\n    args:\n"
+      "      - {name: self, type: \"Tensor\", kind: tensor, dtype: DT, shape: [4096], stride: [1], device: cpu}\n"
+      "      - {name: other, type: \"Tensor\", kind: tensor, dtype: int64, shape: [4096], stride: [1], device: cpu, "
+      "range: [-3, 3]}\n";
+  auto largest = [&](const std::string& dtype, const std::string& variant) {
+    std::string y = yaml;
+    auto bound = bb::replay::bind_call(entry_of(y.replace(y.find("DT"), 2, dtype)));
+    REQUIRE(bb::replay::variant_applies(bound, variant));
+    bb::replay::InputOptions o;
+    o.variant = variant;
+    auto v = bb::replay::make_inputs(bound, o);
+    const at::Tensor ints = v[1].toTensor();
+    CHECK(ints.min().item<int64_t>() >= -3);  // integers keep their traced range
+    CHECK(ints.max().item<int64_t>() <= 3);
+    const at::Tensor x = v[0].toTensor().to(at::kDouble);
+    CHECK(x.isfinite().all().item<bool>());
+    return x.abs().max().item<double>();
+  };
+  for (const char* dtype : {"float32", "bfloat16", "float64"}) {
+    CAPTURE(dtype);
+    CHECK(largest(dtype, "traced") < 6);
+    CHECK(largest(dtype, "large-values") > 150);  // past float32's exp overflow (88.7) and expm1(2x)'s (44.4)
+  }
+  CHECK(largest("float16", "large-values") > 12);  // past float16's exp overflow (11.1)
+  CHECK(largest("float16", "large-values") < 40);
 }
 
 TEST_CASE("a case's bytes are known before anything is allocated") {
