@@ -4,6 +4,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <c10/core/CPUAllocator.h>
+
 #include <chrono>
 #include <iostream>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "replay/cupti_call_timer.h"
 #include "replay/memory.h"
 #include "replay/poison.h"
+#include "replay/process_state.h"
 #include "replay/spent.h"
 #include "replay/worker_pool.h"
 
@@ -69,8 +72,14 @@ int worker_main(const Options& o) {
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
   report_phases_to(proto, note_prefix(token));  // a crash or hang is charged to native or to the kernel
   const std::string ready = note_prefix(token) + "ready\n";
+  ProcessState pristine = process_state();
   Setup s = set_up(o, true);
   install_poisoning_allocator();
+  // What loading the backend's libraries changed (their initializers ran) is set back, unflagged (no
+  // case to charge it to); the poisoning allocator is bbreplay's own. Then every case is compared.
+  pristine.cpu_allocator = c10::GetCPUAllocator();
+  (void)restore_process_state(pristine);
+  keep_process_baseline();
   s.run.policy = s.policy ? &*s.policy : nullptr;
   const uint64_t case_budget = worker_memory_limits(o, s.run.device);
   if (::write(proto, ready.data(), ready.size()) != static_cast<ssize_t>(ready.size())) return 1;

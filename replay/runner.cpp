@@ -10,6 +10,7 @@
 #include "bb/kernel.h"
 #include "replay/case_steps.h"
 #include "replay/poison.h"
+#include "replay/process_state.h"
 #include "replay/random_judge.h"
 #include "tracer/format/trace_summary.h"
 
@@ -156,8 +157,10 @@ CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bo
 
 }  // namespace
 
-CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,
-                    const RunOptions& o) {
+namespace {
+
+CaseResult run_case_steps(const trace::TraceEntry& entry, const std::string& variant,
+                          const backends::LoadedKernel* kernel, const RunOptions& o) {
   CaseResult r;
   r.op = entry.op;
   r.signature = trace::signature_text(entry);
@@ -194,6 +197,21 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
     const Finding f = time_case(c, generated.called.results, r);
     if (f.found()) return summarize(r, Status::Failed, f.why, f.flags);
   }
+  return r;
+}
+
+}  // namespace
+
+CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,
+                    const RunOptions& o) {
+  CaseResult r = run_case_steps(entry, variant, kernel, o);
+  // Process-wide state the case's calls changed is set back whoever changed it; a kernel ran, so it did
+  // (native's calls change none of it: the self-check would show it).
+  if (std::string what = restore_process_baseline(); !what.empty() && kernel)
+    return summarize(r, Status::Failed,
+                     "the kernel changed process-wide state that native's runs depend on: " + what +
+                         (r.message.empty() ? "" : " (the case had said: " + r.message + ")"),
+                     {verify::Flag::EnvironmentTampering});
   return r;
 }
 

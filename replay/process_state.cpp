@@ -1,0 +1,121 @@
+#include "replay/process_state.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
+#include <sys/resource.h>
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+#include <cerrno>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+
+namespace bb::replay {
+namespace {
+
+constexpr unsigned kFlushBits = 0x8040;  // MXCSR: FTZ (bit 15) and DAZ (bit 6)
+
+unsigned fp_control() {
+#if defined(__x86_64__)
+  return _mm_getcsr() & kFlushBits;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+ProcessState process_state() {
+  ProcessState s;
+  s.cpu_allocator = c10::GetCPUAllocator();
+  s.threads = at::get_num_threads();
+  s.interop_threads = at::get_num_interop_threads();
+  s.fp_control = fp_control();
+  CPU_ZERO(&s.affinity);
+  s.affinity_known = sched_getaffinity(0, sizeof(s.affinity), &s.affinity) == 0;
+  errno = 0;
+  s.priority = getpriority(PRIO_PROCESS, 0);
+  s.record_function_callbacks = at::hasCallbacks();
+  auto& ctx = at::globalContext();
+  s.deterministic_algorithms = ctx.deterministicAlgorithms();
+  s.cudnn_enabled = ctx.userEnabledCuDNN();
+  s.cudnn_benchmark = ctx.benchmarkCuDNN();
+  s.cudnn_deterministic = ctx.deterministicCuDNN();
+  s.mkldnn_enabled = ctx.userEnabledMkldnn();
+  return s;
+}
+
+std::string restore_process_state(const ProcessState& before) {
+  const ProcessState now = process_state();
+  std::ostringstream what;
+  auto changed = [&](const char* name, auto was, auto is) {
+    what << (what.tellp() > 0 ? ", " : "") << name << " (" << was << " -> " << is << ")";
+  };
+  auto& ctx = at::globalContext();
+  if (now.cpu_allocator != before.cpu_allocator) {
+    what << (what.tellp() > 0 ? ", " : "") << "the CPU allocator";
+    c10::SetCPUAllocator(before.cpu_allocator, /*priority=*/UINT8_MAX);
+  }
+  if (now.threads != before.threads) {
+    changed("intra-op threads", before.threads, now.threads);
+    at::set_num_threads(before.threads);
+  }
+  if (now.interop_threads != before.interop_threads)  // (cannot be set again once work ran)
+    changed("inter-op threads", before.interop_threads, now.interop_threads);
+  if (now.fp_control != before.fp_control) {
+    changed("flush-to-zero/denormals-are-zero (MXCSR bits)", before.fp_control, now.fp_control);
+#if defined(__x86_64__)
+    _mm_setcsr((_mm_getcsr() & ~kFlushBits) | before.fp_control);
+#endif
+  }
+  if (before.affinity_known && now.affinity_known && !CPU_EQUAL(&before.affinity, &now.affinity)) {
+    changed("CPU affinity (CPUs)", CPU_COUNT(&before.affinity), CPU_COUNT(&now.affinity));
+    sched_setaffinity(0, sizeof(before.affinity), &before.affinity);
+  }
+  if (now.priority != before.priority) {  // (a lower nice value may not be allowed back)
+    changed("scheduling priority (nice)", before.priority, now.priority);
+    setpriority(PRIO_PROCESS, 0, before.priority);
+  }
+  if (now.record_function_callbacks && !before.record_function_callbacks) {
+    what << (what.tellp() > 0 ? ", " : "")
+         << "RecordFunction callbacks (one outlives the kernel's call: it sees native's calls and the inputs' copies)";
+    at::clearCallbacks();  // (there were none before)
+  }
+  if (now.deterministic_algorithms != before.deterministic_algorithms) {
+    changed("deterministic algorithms", before.deterministic_algorithms, now.deterministic_algorithms);
+    ctx.setDeterministicAlgorithms(before.deterministic_algorithms,
+                                   /*warn_only=*/ctx.deterministicAlgorithmsWarnOnly());
+  }
+  if (now.cudnn_enabled != before.cudnn_enabled) {
+    changed("cuDNN enabled", before.cudnn_enabled, now.cudnn_enabled);
+    ctx.setUserEnabledCuDNN(before.cudnn_enabled);
+  }
+  if (now.cudnn_benchmark != before.cudnn_benchmark) {
+    changed("cuDNN benchmark", before.cudnn_benchmark, now.cudnn_benchmark);
+    ctx.setBenchmarkCuDNN(before.cudnn_benchmark);
+  }
+  if (now.cudnn_deterministic != before.cudnn_deterministic) {
+    changed("cuDNN deterministic", before.cudnn_deterministic, now.cudnn_deterministic);
+    ctx.setDeterministicCuDNN(before.cudnn_deterministic);
+  }
+  if (now.mkldnn_enabled != before.mkldnn_enabled) {
+    changed("oneDNN enabled", before.mkldnn_enabled, now.mkldnn_enabled);
+    ctx.setUserEnabledMkldnn(before.mkldnn_enabled);
+  }
+  return what.str();
+}
+
+namespace {
+std::optional<ProcessState> g_baseline;
+}  // namespace
+
+void keep_process_baseline() { g_baseline = process_state(); }
+
+std::string restore_process_baseline() { return g_baseline ? restore_process_state(*g_baseline) : ""; }
+
+}  // namespace bb::replay
