@@ -92,6 +92,29 @@ struct Side {
   void clear() { us.clear(), events_us.clear(); }
 };
 
+// Reads one byte of every page the results' elements span (host memory), inside the clock: results
+// must be there when the call returns. Memory that computes itself on first access (a protected
+// mapping whose fault handler does the work, userfaultfd) is paid for here, not in the copy bbreplay
+// makes after the clock stopped. Both sides pay it alike: a few loads of lines just written.
+void touch(const Values& results) {
+  constexpr uintptr_t kPage = 4096;
+  volatile unsigned char sink = 0;
+  for (const at::Tensor& t : verify::tensors_of(results)) {
+    if (!t.defined() || t.numel() == 0 || !t.device().is_cpu() || !t.has_storage() || !t.data_ptr()) continue;
+    int64_t low = 0, high = 0;  // element offsets spanned
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      const int64_t reach = (t.size(d) - 1) * t.stride(d);
+      (reach < 0 ? low : high) += reach;
+    }
+    const auto* base = static_cast<const unsigned char*>(t.data_ptr());
+    const unsigned char* first = base + low * static_cast<int64_t>(t.element_size());
+    const unsigned char* last = base + high * static_cast<int64_t>(t.element_size()) + (t.element_size() - 1);
+    for (uintptr_t a = reinterpret_cast<uintptr_t>(first); a <= reinterpret_cast<uintptr_t>(last);
+         a = (a | (kPage - 1)) + 1)
+      sink = sink + *reinterpret_cast<const volatile unsigned char*>(a);
+  }
+}
+
 // How many of a side's latest results stay alive, up to how many bytes (the latest always): a result in
 // the memory of one of them is a buffer the kernel reuses across calls (a ring of persistent buffers as
 // deep as this is caught). Both sides hold theirs, so that the allocator treats them alike.
@@ -187,6 +210,11 @@ class Interleaved {
       return caught(Flag::Aliasing, phase +
                                         ": the kernel returned the memory of one of its earlier results, which the "
                                         "caller still holds (a buffer reused across calls)");
+    if (!previous_.empty() && !generated_.held.empty() && !verify::bitwise_equal(previous_, generated_.held.back()))
+      return caught(Flag::Aliasing, phase +
+                                        ": the kernel's previous result, which the caller still holds, changed "
+                                        "during this run (its memory is shared with a later result, under "
+                                        "another address if need be)");
     hold(native_, expected.called.results);
     hold(generated_, results);
     if (!o_.check) return escaped(c_, got.returned, results, phase, false);
@@ -286,6 +314,7 @@ class Interleaved {
     if (side.kernel) around.emplace(side.kernel->op);
     const auto t0 = Clock::now();
     Called result = call(c_.op(), side.kernel, args, o_, true, true);  // synchronizes before returning
+    touch(result.results);  // (work deferred into the first access of the results is the call's)
     side.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     return result;
   }
