@@ -20,6 +20,30 @@ namespace {
 
 constexpr unsigned kFlushBits = 0x8040;  // MXCSR: FTZ (bit 15) and DAZ (bit 6)
 
+// ATen's global switches that change which kernels native runs (and how fast): read and set back alike.
+struct Switch {
+  const char* name;
+  bool ProcessState::*field;
+  bool (*get)();
+  void (*set)(bool);
+};
+const Switch kSwitches[] = {
+    {"deterministic algorithms", &ProcessState::deterministic_algorithms,
+     [] { return at::globalContext().deterministicAlgorithms(); },
+     [](bool b) {
+       auto& ctx = at::globalContext();
+       ctx.setDeterministicAlgorithms(b, ctx.deterministicAlgorithmsWarnOnly());
+     }},
+    {"cuDNN enabled", &ProcessState::cudnn_enabled, [] { return at::globalContext().userEnabledCuDNN(); },
+     [](bool b) { at::globalContext().setUserEnabledCuDNN(b); }},
+    {"cuDNN benchmark", &ProcessState::cudnn_benchmark, [] { return at::globalContext().benchmarkCuDNN(); },
+     [](bool b) { at::globalContext().setBenchmarkCuDNN(b); }},
+    {"cuDNN deterministic", &ProcessState::cudnn_deterministic, [] { return at::globalContext().deterministicCuDNN(); },
+     [](bool b) { at::globalContext().setDeterministicCuDNN(b); }},
+    {"oneDNN enabled", &ProcessState::mkldnn_enabled, [] { return at::globalContext().userEnabledMkldnn(); },
+     [](bool b) { at::globalContext().setUserEnabledMkldnn(b); }},
+};
+
 unsigned fp_control() {
 #if defined(__x86_64__)
   return _mm_getcsr() & kFlushBits;
@@ -41,12 +65,7 @@ ProcessState process_state() {
   errno = 0;
   s.priority = getpriority(PRIO_PROCESS, 0);
   s.record_function_callbacks = at::hasCallbacks();
-  auto& ctx = at::globalContext();
-  s.deterministic_algorithms = ctx.deterministicAlgorithms();
-  s.cudnn_enabled = ctx.userEnabledCuDNN();
-  s.cudnn_benchmark = ctx.benchmarkCuDNN();
-  s.cudnn_deterministic = ctx.deterministicCuDNN();
-  s.mkldnn_enabled = ctx.userEnabledMkldnn();
+  for (const Switch& sw : kSwitches) s.*sw.field = sw.get();
   return s;
 }
 
@@ -56,7 +75,6 @@ std::string restore_process_state(const ProcessState& before) {
   auto changed = [&](const char* name, auto was, auto is) {
     what << (what.tellp() > 0 ? ", " : "") << name << " (" << was << " -> " << is << ")";
   };
-  auto& ctx = at::globalContext();
   if (now.cpu_allocator != before.cpu_allocator) {
     what << (what.tellp() > 0 ? ", " : "") << "the CPU allocator";
     c10::SetCPUAllocator(before.cpu_allocator, /*priority=*/UINT8_MAX);
@@ -86,27 +104,11 @@ std::string restore_process_state(const ProcessState& before) {
          << "RecordFunction callbacks (one outlives the kernel's call: it sees native's calls and the inputs' copies)";
     at::clearCallbacks();  // (there were none before)
   }
-  if (now.deterministic_algorithms != before.deterministic_algorithms) {
-    changed("deterministic algorithms", before.deterministic_algorithms, now.deterministic_algorithms);
-    ctx.setDeterministicAlgorithms(before.deterministic_algorithms,
-                                   /*warn_only=*/ctx.deterministicAlgorithmsWarnOnly());
-  }
-  if (now.cudnn_enabled != before.cudnn_enabled) {
-    changed("cuDNN enabled", before.cudnn_enabled, now.cudnn_enabled);
-    ctx.setUserEnabledCuDNN(before.cudnn_enabled);
-  }
-  if (now.cudnn_benchmark != before.cudnn_benchmark) {
-    changed("cuDNN benchmark", before.cudnn_benchmark, now.cudnn_benchmark);
-    ctx.setBenchmarkCuDNN(before.cudnn_benchmark);
-  }
-  if (now.cudnn_deterministic != before.cudnn_deterministic) {
-    changed("cuDNN deterministic", before.cudnn_deterministic, now.cudnn_deterministic);
-    ctx.setDeterministicCuDNN(before.cudnn_deterministic);
-  }
-  if (now.mkldnn_enabled != before.mkldnn_enabled) {
-    changed("oneDNN enabled", before.mkldnn_enabled, now.mkldnn_enabled);
-    ctx.setUserEnabledMkldnn(before.mkldnn_enabled);
-  }
+  for (const Switch& sw : kSwitches)
+    if (now.*sw.field != before.*sw.field) {
+      changed(sw.name, before.*sw.field, now.*sw.field);
+      sw.set(before.*sw.field);
+    }
   return what.str();
 }
 
