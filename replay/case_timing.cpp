@@ -95,7 +95,7 @@ struct Side {
 // Reads one byte of every page the results' elements span (host memory), inside the clock: results
 // must be there when the call returns. Memory that computes itself on first access (a protected
 // mapping whose fault handler does the work, userfaultfd) is paid for here, not in the copy bbreplay
-// makes after the clock stopped. Both sides pay it alike: a few loads of lines just written.
+// makes after the clock stopped. Both sides pay it alike: one load per page.
 void touch(const Values& results) {
   constexpr uintptr_t kPage = 4096;
   volatile unsigned char sink = 0;

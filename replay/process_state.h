@@ -3,8 +3,8 @@
 // control (flush-to-zero), CPU affinity and scheduling priority, RecordFunction callbacks (a callback
 // outliving the kernel's call sees native's calls and the harness's input copies), and ATen's global
 // backend switches (cuDNN, deterministic algorithms, oneDNN). bbreplay's worker takes it once set up
-// and compares it after every case: a change is `environment-tampering` when a kernel ran, and is
-// undone where it can be (docs/integrity.md).
+// and compares it after every case: a change is `environment-tampering` (in the self-check too, where
+// it would accuse native), and is undone where it can be (docs/integrity.md).
 #pragma once
 
 #include <sched.h>

@@ -205,11 +205,12 @@ CaseResult run_case_steps(const trace::TraceEntry& entry, const std::string& var
 CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,
                     const RunOptions& o) {
   CaseResult r = run_case_steps(entry, variant, kernel, o);
-  // Process-wide state the case's calls changed is set back whoever changed it; a kernel ran, so it did
-  // (native's calls change none of it: the self-check would show it).
-  if (std::string what = restore_process_baseline(); !what.empty() && kernel)
+  // Process-wide state the case's calls changed is set back, and the case fails: native's calls change
+  // none of it, and in the self-check (no kernel) the flag says the check accused native.
+  if (std::string what = restore_process_baseline(); !what.empty())
     return summarize(r, Status::Failed,
-                     "the kernel changed process-wide state that native's runs depend on: " + what +
+                     std::string(kernel ? "the kernel" : "native (no kernel ran)") +
+                         " changed process-wide state that native's runs depend on: " + what +
                          (r.message.empty() ? "" : " (the case had said: " + r.message + ")"),
                      {verify::Flag::EnvironmentTampering});
   return r;
