@@ -124,6 +124,18 @@ Finding aliasing_after(const CaseContext& c, const Values& native_args, const Va
                                     ", which native's does not (a result must not be, or be inside, an input)");
 }
 
+Finding input_mutation(const CaseContext& c, const Values& inputs, const Values& args,
+                       const std::vector<bool>& native_wrote, const std::string& phase) {
+  std::string mutated;
+  {
+    Spent spent(phase::kIntegrity);
+    mutated = verify::first_unwritable_change(c.op().schema(), inputs, args, native_wrote);
+  }
+  if (mutated.empty()) return {};
+  return caught(Flag::InputMutation, (phase.empty() ? "" : phase + ": ") + "the kernel changed input '" + mutated +
+                                         "', which the schema does not let it write");
+}
+
 Snapshot snapshot(const CaseContext& c, const Values& results) {
   Snapshot s;
   if (!c.options.device.is_cpu()) return s;
@@ -159,19 +171,15 @@ Finding check(const CaseContext& c, const Values& inputs, Values& native, const 
               Values& generated, const Snapshot& returned, CaseResult& r) {
   const c10::FunctionSchema& schema = c.op().schema();
   std::vector<bool> native_wrote;
-  std::string mutated;
   {
     Spent spent(phase::kIntegrity);
     // Arguments native changed although the schema does not say so (batch_norm's running stats) are
     // results too; a kernel must change them the same way.
     native_wrote = verify::unwritable_changes(schema, inputs, native_args);
-    mutated = verify::first_unwritable_change(schema, inputs, args, native_wrote);
   }
   for (size_t i = 0; i < native_wrote.size(); ++i)
     if (native_wrote[i]) native.push_back(native_args[i]), generated.push_back(args[i]);
-  if (!mutated.empty())
-    return caught(Flag::InputMutation,
-                  "the kernel changed input '" + mutated + "', which the schema does not let it write");
+  if (Finding f = input_mutation(c, inputs, args, native_wrote, ""); f.found()) return f;
   const size_t outputs = schema.returns().size();
   if (Finding f = aliasing_after(c, native_args, native, args, generated, ""); f.found()) return f;
   Finding wrong = compare(c, inputs, native, generated, r);

@@ -121,6 +121,12 @@ Snapshot snapshot(const CaseContext& c, const Values& results);
 Finding escaped(const CaseContext& c, const Snapshot& snapshot, const Values& later, const std::string& phase,
                 bool wrong);
 
+// The first argument of one call of the kernel (on `args`, made from `inputs`) that it changed although
+// the schema does not let it and native did not (`native_wrote`: per argument, native changed it).
+// `phase` says which call ("": the first).
+Finding input_mutation(const CaseContext& c, const Values& inputs, const Values& args,
+                       const std::vector<bool>& native_wrote, const std::string& phase);
+
 // Results of one call of the kernel (on `args`) that share memory with its arguments or with each other
 // where native's results of the same call (on `native_args`) do not. Pointer arithmetic only: every call
 // is checked, the timed ones too (outside the clock). `phase` says which call ("": the first).

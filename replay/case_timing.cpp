@@ -5,6 +5,7 @@
 // cached or wrong in the loop: no inputs repeat, so a cache keyed on addresses, shapes or values never
 // hits.
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 
 #include <algorithm>
 #include <chrono>
@@ -100,17 +101,10 @@ void touch(const Values& results) {
   constexpr uintptr_t kPage = 4096;
   volatile unsigned char sink = 0;
   for (const at::Tensor& t : verify::tensors_of(results)) {
-    if (!t.defined() || t.numel() == 0 || !t.device().is_cpu() || !t.has_storage() || !t.data_ptr()) continue;
-    int64_t low = 0, high = 0;  // element offsets spanned
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      const int64_t reach = (t.size(d) - 1) * t.stride(d);
-      (reach < 0 ? low : high) += reach;
-    }
-    const auto* base = static_cast<const unsigned char*>(t.data_ptr());
-    const unsigned char* first = base + low * static_cast<int64_t>(t.element_size());
-    const unsigned char* last = base + high * static_cast<int64_t>(t.element_size()) + (t.element_size() - 1);
-    for (uintptr_t a = reinterpret_cast<uintptr_t>(first); a <= reinterpret_cast<uintptr_t>(last);
-         a = (a | (kPage - 1)) + 1)
+    if (!t.defined() || !t.is_cpu() || t.layout() != at::kStrided || !t.has_storage() || t.numel() == 0) continue;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+    const uintptr_t last = first + at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.itemsize()) - 1;
+    for (uintptr_t a = first; a <= last; a = (a | (kPage - 1)) + 1)
       sink = sink + *reinterpret_cast<const volatile unsigned char*>(a);
   }
 }
@@ -236,18 +230,13 @@ class Interleaved {
   // inputs as scratch memory when timed. Arguments native changes too (batch_norm's running stats) are
   // its right.
   Finding mutated(const Values& inputs, const Values& native_args, const Values& args, const std::string& phase) {
-    std::string changed;
     {
       Spent spent(phase::kIntegrity);
-      const c10::FunctionSchema& schema = c_.op().schema();
-      const std::vector<bool> now = verify::unwritable_changes(schema, inputs, native_args);
+      const std::vector<bool> now = verify::unwritable_changes(c_.op().schema(), inputs, native_args);
       native_wrote_.resize(now.size());
       for (size_t i = 0; i < now.size(); ++i) native_wrote_[i] = native_wrote_[i] || now[i];
-      changed = verify::first_unwritable_change(schema, inputs, args, native_wrote_);
     }
-    if (changed.empty()) return {};
-    return caught(Flag::InputMutation,
-                  phase + ": the kernel changed input '" + changed + "', which the schema does not let it write");
+    return input_mutation(c_, inputs, args, native_wrote_, phase);
   }
 
   // Whether a result of the kernel's is in the memory of one of its earlier results that are held.
