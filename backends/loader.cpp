@@ -78,11 +78,24 @@ std::string routing_obstacle(const std::string& op, std::optional<c10::OperatorH
   return "";
 }
 
-Backend load_backend(const std::string& dir, const Toolchain& tc) {
+// What survey_backend() built, as build_kernels() gives it (a folder it did not build is not usable).
+std::vector<Built> already_built(const std::vector<KernelDir>& dirs, const std::map<std::string, std::string>& done) {
+  std::vector<Built> out(dirs.size());
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    if (!dirs[i].python.empty()) continue;
+    auto it = done.find(dirs[i].path);
+    if (it == done.end() || it->second.empty()) out[i].error = dirs[i].path + ": not built (see bbreplay's messages)";
+    else
+      out[i].so = it->second;
+  }
+  return out;
+}
+
+Backend load_backend(const std::string& dir, const Toolchain& tc, const std::map<std::string, std::string>* done) {
   Backend out;
   out.dir = dir;
   std::vector<KernelDir> dirs = scan_backend(dir, out.problems);
-  std::vector<Built> built = build_kernels(dirs, tc);
+  std::vector<Built> built = done ? already_built(dirs, *done) : build_kernels(dirs, tc);
   std::set<std::string> taken;
   PythonBridge bridge;
   for (size_t i = 0; i < dirs.size(); ++i) {
@@ -99,6 +112,26 @@ Backend load_backend(const std::string& dir, const Toolchain& tc) {
     }
     if (out.kernels.size() == kernels_before && out.problems.size() > problems_before)
       out.unusable[dirs[i].op] = out.problems[problems_before];
+  }
+  return out;
+}
+
+Survey survey_backend(const std::string& dir, const Toolchain& tc) {
+  Survey out;
+  out.dir = dir;
+  std::vector<KernelDir> dirs = scan_backend(dir, out.problems);
+  std::vector<Built> built = build_kernels(dirs, tc);
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    if (!dirs[i].python.empty()) {
+      for (const std::string& op : python_overloads(dirs[i])) out.ops.push_back(op);
+      if (python_overloads(dirs[i]).empty()) out.ops.push_back(dirs[i].op);
+      continue;
+    }
+    out.ops.push_back(dirs[i].op);
+    out.built[dirs[i].path] = built[i].so;
+    if (built[i].error.empty()) continue;
+    out.problems.push_back(built[i].error);
+    out.unusable[dirs[i].op] = built[i].error;
   }
   return out;
 }

@@ -36,6 +36,21 @@ struct Backend {
 // Why `op` cannot be routed at BackendSelect, or "" when it can (then *handle is set).
 std::string routing_obstacle(const std::string& op, std::optional<c10::OperatorHandle>* handle);
 
-Backend load_backend(const std::string& dir, const Toolchain& tc);
+// `built`, when given, is what survey_backend() built (folder -> library, or the error): nothing is
+// compiled then (bbreplay's kernel workers cannot write the cache).
+Backend load_backend(const std::string& dir, const Toolchain& tc,
+                     const std::map<std::string, std::string>* built = nullptr);
+
+// A backend folder looked at without running any of its code: which ops it has a kernel folder for
+// (every overload a BackendBench folder per op serves), its C++ and CUDA kernels built (cached), and
+// what could not be built. bbreplay's own process uses this; only its kernel worker loads the code.
+struct Survey {
+  std::string dir;
+  std::vector<std::string> ops;                 // every op with a kernel folder
+  std::vector<std::string> problems;            // folders that could not be scanned or built
+  std::map<std::string, std::string> unusable;  // op -> why its folder's kernel could not be built
+  std::map<std::string, std::string> built;     // C++/CUDA folder -> its library ("" when it failed)
+};
+Survey survey_backend(const std::string& dir, const Toolchain& tc);
 
 }  // namespace bb::backends

@@ -54,11 +54,15 @@ std::string module_prefix(const std::string& folder) {
 
 }  // namespace
 
+std::vector<std::string> python_overloads(const KernelDir& dir) {
+  return dir.every_overload ? overloads_of(dir.op) : std::vector<std::string>{dir.op};
+}
+
 bool python_in_process() { return ::dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr; }
 
 void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge& b, std::set<std::string>& taken,
                          Backend& out) {
-  const std::vector<std::string> ops = dir.every_overload ? overloads_of(dir.op) : std::vector<std::string>{dir.op};
+  const std::vector<std::string> ops = python_overloads(dir);
   if (ops.empty()) {
     out.problems.push_back(dir.path + ": " + dir.op + " is not an op of this torch (BackendBench's folder per op)");
     return;

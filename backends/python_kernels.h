@@ -3,6 +3,7 @@
 #pragma once
 
 #include <set>
+#include <vector>
 #include <string>
 
 #include "backends/compiler.h"
@@ -18,6 +19,11 @@ struct PythonBridge {
 
 // Whether this process runs a Python interpreter (a Python program, or bbreplay in its Python host).
 bool python_in_process();
+
+// The overloads a Python kernel folder serves: its op, or for BackendBench's earlier layout (a folder
+// per op) every overload the kernel can serve (python_kernels.cpp: all of an in-place op, the functional ones
+// otherwise).
+std::vector<std::string> python_overloads(const KernelDir& dir);
 
 // Adds the folder's kernels to `out` (one per overload for BackendBench's earlier layout), or its problems.
 void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge& bridge, std::set<std::string>& taken,

@@ -6,14 +6,21 @@
 // error (file:line:column for a bad trace or policy).
 #include <CLI/CLI.hpp>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 
-#include "backends/python_kernels.h"
 #include "replay/bbreplay_app.h"
+#include "replay/isolation.h"
+#include "replay/kernel_worker.h"
 #include "replay/memory.h"
 #include "replay/report_writers.h"
 #include "replay/shard.h"
@@ -41,12 +48,66 @@ void load_torch_cuda() {
     std::cerr << "bbreplay: cannot load " << lib << ": " << ::dlerror() << " (CUDA unavailable)\n";
 }
 
+// A sealed copy of a file (a memfd nobody can change, open in this process, inherited by its reference
+// workers): they read the trace and policy bbreplay read, whatever happens to the files meanwhile.
+int sealed_copy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const int fd = ::memfd_create("bbreplay-input", MFD_ALLOW_SEALING);
+  if (fd < 0) throw Usage("memfd_create: " + std::string(strerror(errno)));
+  if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    throw Usage("cannot seal a copy of " + path + ": " + strerror(errno));
+  return fd;
+}
+
+// 64 bits from the OS: the run's secret seed, unless --seed gave one.
+uint64_t secret_seed() {
+  uint64_t s = 0;
+  if (::getrandom(&s, sizeof s, 0) != static_cast<ssize_t>(sizeof s)) throw Usage("getrandom failed");
+  return s;
+}
+
+// The reference workers' command: bbreplay's own, without --seed (the seed travels on their stdin), with
+// the sealed copies of the trace and policy, and --worker.
+std::vector<std::string> reference_argv(const std::vector<std::string>& args, int trace_fd, int policy_fd) {
+  std::vector<std::string> out{exe_path()};
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--seed") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--seed=", 0) == 0) continue;
+    out.push_back(a);
+  }
+  out.push_back("--worker");
+  out.push_back("--trace-fd=" + std::to_string(trace_fd));
+  if (policy_fd >= 0) out.push_back("--policy-fd=" + std::to_string(policy_fd));
+  return out;
+}
+
+// The command line, blanked where /proc/PID/cmdline shows it (a kernel's process sees that of every process
+// of its user where namespaces are refused: --seed and --perf-only are not for it to read); `args` keeps it.
+void hide_command_line(int argc, char** argv, std::vector<std::string>* args) {
+  args->assign(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) std::memset(argv[i], 0, std::strlen(argv[i]));
+}
+
+// Every process this run started that is still alive (what a kernel's process detached, reparented
+// here) is killed before a report is written: nothing that ran a kernel outlives bbreplay's reports.
+void end_every_process() {
+  for (int k = 0; k < 100 && kill_strays(::getpid(), {}) > 0; ++k) {
+  }
+}
+
 }  // namespace
 
 // The whole of bbreplay; replay/bbreplay_main.cpp is its executable, and a Python host calls it too.
 extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "merge") return merge_main(argc - 1, argv + 1);  // (no torch needed)
   load_torch_cuda();
+  if (argc > 1 && std::string(argv[1]) == "--worker-kernel") return kernel_worker_main();
   Options o;
   CLI::App app{
       "bbreplay: check and benchmark kernels on the calls a program really made\n"
@@ -59,12 +120,18 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
                  "ops to replay, comma-separated: full overload names (relu, add.Tensor, aten::mm), * and ? as "
                  "wildcards (add.*, *_backward); default all");
   app.add_option("--device", o.device, "cpu or cuda (default: cuda when torch sees one)");
-  app.add_option("--seed", o.seed, "seed of every input")->capture_default_str();
+  app.add_option_function<uint64_t>(
+      "--seed", [&o](const uint64_t& v) { o.seed = v; },
+      "seed of every input (default: a secret drawn from the OS, which the report records; --seed with it reproduces "
+      "the run)");
   app.add_option(
       "--variants", o.variants,
       "comma-separated: traced, noncontiguous, special-values, large-values, empty, scalar, odd-size (default all)");
   auto* check_only = app.add_flag("--check-only", o.check_only, "check correctness, do not time");
-  app.add_flag("--perf-only", o.perf_only, "time, do not compare results")->excludes(check_only);
+  app.add_flag("--perf-only", o.perf_only,
+               "time, with only the quick checks: every call's results are still compared with native's (no second "
+               "input set, no unwritten-output run)")
+      ->excludes(check_only);
   app.add_flag("--strict-strides", o.strict_strides,
                "fail a functional op's result whose values match native's but whose strides differ (default: "
                "passes with a note; in-place, out= and view results are always compared strictly)");
@@ -131,20 +198,20 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
           return std::string(e.what());
         }
       });
+  app.add_option("--isolation", o.isolation,
+                 "how the kernel's processes are kept from bbreplay's: auto (namespaces where the host allows them, "
+                 "else a subreaper), namespaces, subreaper")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "namespaces", "subreaper"}));
   app.add_flag("--list", o.list, "list the cases and exit");
   app.add_flag("--worker", o.worker, "internal: serve cases on stdin")->group("");
+  app.add_flag("--native-only", o.native_only, "internal: a worker whose kernel process loads no backend")->group("");
+  app.add_option("--trace-fd", o.trace_fd, "internal: the trace, sealed")->group("");
+  app.add_option("--policy-fd", o.policy_fd, "internal: the policy, sealed")->group("");
   if (auto status = tool::parse(app, argc, argv)) return *status;
+  std::vector<std::string> args;
+  hide_command_line(argc, argv, &args);
   return tool::run("bbreplay", [&] {
-    if (!backends::python_in_process()) {
-      std::string dir = o.backend;
-      if (dir.empty() && !o.policy.empty()) dir = policy::load_policy(o.policy).backend.value_or("");
-      if (!dir.empty() && has_python_kernels(dir)) {
-        const char* host = std::getenv("BB_REPLAY_PYTHON_HOST");
-        if (host && std::to_string(::getpid()) == host)
-          throw Usage(BB_PYTHON " runs bbreplay without Python's symbols visible: cannot run Python kernels");
-        throw Usage(run_in_python(argc, argv));
-      }
-    }
     if (o.worker) return worker_main(o);
     Setup s = set_up(o, false);
     if (s.cases.empty()) throw Usage("no case to run: no op of the trace matches --ops");
@@ -159,15 +226,23 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
                   << ")  " << s.cases[i].variant << "\n";
       return 0;
     }
-    std::vector<std::string> worker_argv(argv, argv + argc);
-    worker_argv[0] = exe_path();
-    worker_argv.push_back("--worker");
+    ::prctl(PR_SET_DUMPABLE, 0);  // (no other process of this user may read or write this one's memory)
+    become_subreaper();           // (what a kernel's process detaches ends up here, to be killed)
+    s.run.seed = o.seed ? *o.seed : secret_seed();
+    Launch launch;
+    launch.argv = reference_argv(args, sealed_copy(o.trace), o.policy.empty() ? -1 : sealed_copy(o.policy));
+    launch.greeting = std::to_string(s.run.seed);
+    // (a backend named by the policy is relative to the policy's file, which the workers read from a copy)
+    if (o.backend.empty() && s.has_backend) launch.argv.push_back("--backend=" + s.backend.dir);
     const auto slots = worker_slots(o, s);
     // Resolved once here, so that every worker has the same limit however much is free when it starts.
     if (!o.worker_memory) o.worker_memory = available_host_bytes() / 4 * 3 / slots.size();
-    worker_argv.push_back("--worker-memory=" + std::to_string(*o.worker_memory));
+    launch.argv.push_back("--worker-memory=" + std::to_string(*o.worker_memory));
+    launch.native_argv = launch.argv;
+    launch.native_argv.push_back("--native-only");
     stop_on_signals();
-    Report report = run_all(o, s, worker_argv, slots, part ? &part->positions : nullptr);
+    Report report = run_all(o, s, launch, slots, part ? &part->positions : nullptr);
+    end_every_process();
     std::cout << make_writer("console")->render(report);
     if (part)
       for (size_t& p : part->positions) p = part->assigned[p];  // positions in the whole run's case list

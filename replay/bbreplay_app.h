@@ -1,9 +1,14 @@
-// bbreplay's parts, for its own files only (bbreplay.cpp: the command line and main; bbreplay_setup.cpp:
-// what a parent and its workers set up alike, shards, worker slots; bbreplay_worker.cpp: a worker's loop;
-// bbreplay_run.cpp: the parent's loop over the cases; python_host.cpp: running inside a Python host).
+// bbreplay's parts, for its own files only. Three kinds of process (docs/integrity.md, "Who runs what"):
+// bbreplay itself, which never loads a backend's code and alone writes reports; per worker slot a
+// reference worker, which runs native, makes every input and judges every result; and under it a
+// kernel worker (kernel_worker.h), the only one that loads the backend. bbreplay.cpp: the command line
+// and main; bbreplay_setup.cpp: what bbreplay and its reference workers set up alike, shards, worker
+// slots; bbreplay_worker.cpp: a reference worker's loop; bbreplay_run.cpp: bbreplay's loop over the
+// cases; python_host.cpp: a kernel worker inside a Python host.
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,8 +30,11 @@ using Usage = tool::UsageError;
 // bbreplay's command line (bbreplay.cpp declares each option and its help).
 struct Options {
   std::string trace, backend, policy, ops, device, variants, json, csv, markdown;
-  uint64_t seed = 0;
+  std::optional<uint64_t> seed;  // --seed: reproduces a run; unset: a secret drawn from the OS
   bool check_only = false, perf_only = false, list = false, worker = false, strict_strides = false;
+  bool native_only = false;  // (a reference worker: start the kernel worker without the backend)
+  std::string isolation = "auto";
+  int trace_fd = -1, policy_fd = -1;  // (a reference worker: the trace and policy bbreplay read, sealed)
   int repetitions = 25, jobs = 1;
   double precision = 0.01;
   std::string gpus, shard;
@@ -35,39 +43,39 @@ struct Options {
   std::optional<uint64_t> max_case_bytes, worker_memory;
 };
 
-// Everything a parent and its workers set up the same way.
+// Everything bbreplay and its reference workers set up the same way. The backend is surveyed (its
+// kernels built), never loaded: only kernel workers run its code.
 struct Setup {
   trace::Trace trace;
   std::optional<policy::Policy> policy;
-  backends::Backend backend;
+  std::string policy_text;  // as bbreplay read it (a reference worker hands it to its kernel worker)
+  backends::Survey backend;
   bool has_backend = false;
+  bool python_kernels = false;  // the backend has Python kernels: its kernel workers run inside Python
   RunOptions run;
   std::vector<Case> cases;
   std::vector<Case> other_cases;  // --shard: the cases of the other parts
 
-  const backends::LoadedKernel* kernel_for(const std::string& op) const {
-    for (const auto& k : backend.kernels)
-      if (k.op == op) return &k;
-    return nullptr;
-  }
-
-  // Why an op has no usable kernel: a folder whose kernel failed to build or load fails the op's
-  // cases with that message; an op without a folder is skipped.
-  CaseResult problem_for(const std::string& op) const {
+  // Why an op's cases need no worker: the backend has no folder for it (skipped), or its kernel could
+  // not be built (failed); nullopt when a worker must judge it.
+  std::optional<CaseResult> problem_for(const std::string& op) const {
+    if (!has_backend) return std::nullopt;
     CaseResult r;
     if (auto it = backend.unusable.find(op); it != backend.unusable.end()) {
       r.status = Status::Failed;
       r.message = "the kernel is not usable: " + it->second;
-    } else {
-      r.status = Status::Skipped;
-      r.message = "the backend has no kernel for this op";
+      return r;
     }
+    if (std::find(backend.ops.begin(), backend.ops.end(), op) != backend.ops.end()) return std::nullopt;
+    r.status = Status::Skipped;
+    r.message = "the backend has no kernel for this op";
     return r;
   }
 };
 
-// `worker`: a worker process, told each case by the parent; it neither lists the cases (asking native
-// on meta tensors which variants apply took about a second, at every worker start) nor warns.
+// `worker`: a reference worker, told each case by bbreplay; it neither surveys the backend nor lists the
+// cases (asking native on meta tensors which variants apply took about a second, at every worker start)
+// nor warns.
 Setup set_up(const Options& o, bool worker);
 
 // A result that only says what happened to a case (skipped, crashed, ...) and why.
@@ -90,23 +98,31 @@ std::vector<WorkerEnv> worker_slots(const Options& o, const Setup& s);
 // --shard K/N: keeps this part's cases in s.cases, the others' in s.other_cases (shard.h).
 PartInfo take_shard(const Options& o, Setup& s);
 
-// A worker process: serves the cases the parent sends on stdin (worker_pool.h's protocol).
+// A reference worker: serves the cases bbreplay sends on stdin (worker_pool.h's protocol).
 int worker_main(const Options& o);
+
+// The command that starts a kernel worker for this backend (inside Python for Python kernels).
+std::vector<std::string> kernel_worker_argv(bool python);
 
 // SIGINT or SIGTERM to bbreplay: the case in progress is abandoned, its worker killed, and the report
 // of the cases done so far is written (an interrupted run exits 1). A second signal ends bbreplay at
 // once, as if it had no handler.
 void stop_on_signals();
 
+// How bbreplay starts its reference workers: the command, the same with the backend left out (the one that
+// decides whether a crash was native's), and their first line's greeting (the run's secret seed).
+struct Launch {
+  std::vector<std::string> argv, native_argv;
+  std::string greeting;
+};
+
 // The cases, in order, spread over one worker per entry of `slots` (a thread each, taking the next
 // case as it finishes one); the report lists them in case order whichever worker ran them.
 // `positions`, if given, gets the position in s.cases of each case of the report.
-Report run_all(const Options& o, const Setup& s, const std::vector<std::string>& worker_argv,
-               const std::vector<WorkerEnv>& slots, std::vector<size_t>* positions = nullptr);
+Report run_all(const Options& o, const Setup& s, const Launch& launch, const std::vector<WorkerEnv>& slots,
+               std::vector<size_t>* positions = nullptr);
 
 // Python kernels run in a process that hosts Python (docs/backends.md).
 bool has_python_kernels(const std::string& dir);
-// Runs bbreplay again inside the Python the build is for; returns only when that cannot start (then: why).
-std::string run_in_python(int argc, char** argv);
 
 }  // namespace bb::replay::app

@@ -20,6 +20,9 @@
 #include "replay/case_json.h"
 #include "replay/judgeable.h"
 #include "replay/worker_pool.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
 #include "tracer/format/trace_summary.h"
 
 namespace bb::replay::app {
@@ -95,20 +98,62 @@ CaseResult native_crashed(const trace::TraceEntry& entry, const std::string& var
   return describe(entry, variant, Status::Invalid, "native " + what + ": a harness defect");
 }
 
+// What the worker's "ready" note said: the isolation of its kernel worker, the backend's load problems.
+struct Readiness {
+  std::mutex mu;
+  std::set<std::string> isolation;
+  bool problems_said = false;
+  void take(const std::string& info) {
+    if (info.empty()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    try {
+      const auto j = nlohmann::json::parse(info);
+      if (const std::string i = j.value("isolation", ""); !i.empty()) isolation.insert(i);
+      if (!problems_said && j.contains("problems")) {
+        for (const auto& p : j["problems"]) std::cerr << "bbreplay: backend " << p.get<std::string>() << "\n";
+        problems_said = true;
+      }
+      if (const std::string why = j.value("started", ""); !why.empty())
+        std::cerr << "bbreplay: the kernel's process could not be started: " << why << "\n";
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+};
+
+// The reference worker died, or hung, while native ran there and a kernel's process was alive beside it.
+// Native's fault only if it does so again with no kernel's process anywhere (a reference worker whose
+// kernel worker loaded no backend): a kernel that killed or stopped it (possible where namespaces are
+// refused) fails only its own case.
+CaseResult native_failed_again(const Options& o, const Launch& launch, const trace::TraceEntry& entry,
+                               const std::string& request, const std::string& variant, const std::string& what,
+                               bool hung, const WorkerEnv& env) {
+  Worker alone(launch.native_argv, env, launch.greeting);
+  std::string reply, why;
+  const Worker::Outcome again = alone.ask(request, o.timeout, &reply, &why, &g_stop);
+  if (again == Worker::Outcome::Died && alone.last_note() == "native")
+    return native_crashed(entry, variant, "crashed on this call (the worker " + why + ")");
+  if (again == Worker::Outcome::TimedOut && alone.last_note() == "native")
+    return describe(entry, variant, Status::Invalid, "native hung on this call (" + why + "): a harness defect");
+  return describe(entry, variant, hung ? Status::Timeout : Status::Crashed,
+                  "the reference worker " + what + " while native ran there beside the kernel's process; native "
+                  "alone does not: charged to the kernel");
+}
+
 // One case, asked of `worker` (started when there is none); nullopt when interrupted.
 std::optional<CaseResult> run_one(const Options& o, const Setup& s, size_t i, std::unique_ptr<Worker>& worker,
-                                  const std::vector<std::string>& worker_argv, const WorkerEnv& env) {
+                                  const Launch& launch, const WorkerEnv& env, Readiness& ready) {
   const auto& entry = s.trace.ops[s.cases[i].entry];
   const std::string& variant = s.cases[i].variant;
-  if (s.has_backend && !s.kernel_for(entry.op)) {
-    const CaseResult problem = s.problem_for(entry.op);
-    return describe(entry, variant, problem.status, problem.message);
-  }
+  if (auto problem = s.problem_for(entry.op)) return describe(entry, variant, problem->status, problem->message);
   const auto start = std::chrono::steady_clock::now();
-  if (!worker) worker = std::make_unique<Worker>(worker_argv, env);
+  if (!worker) worker = std::make_unique<Worker>(launch.argv, env, launch.greeting);
   std::string reply, why;
   CaseResult r;
-  switch (worker->ask(std::to_string(s.cases[i].entry) + " " + variant, o.timeout, &reply, &why, &g_stop)) {
+  const std::string request = std::to_string(s.cases[i].entry) + " " + variant;
+  const Worker::Outcome outcome = worker->ask(request, o.timeout, &reply, &why, &g_stop);
+  ready.take(worker->ready_info());
+  const bool native_ran = worker->last_note() == "native";
+  switch (outcome) {
     case Worker::Outcome::Reply: try { r = case_from_json_line(reply);
       } catch (const std::invalid_argument& e) {  // (a worker of this build always sends JSON)
         r = describe(entry, variant, Status::Crashed, std::string("the worker's reply was not a result: ") + e.what());
@@ -116,20 +161,21 @@ std::optional<CaseResult> run_one(const Options& o, const Setup& s, size_t i, st
       }
       break;
     case Worker::Outcome::Died:
-      r = worker->last_note() == "native"
-              ? native_crashed(entry, variant, "crashed on this call (the worker " + why + ")")
-              : describe(entry, variant, Status::Crashed, "the worker " + why);
       worker.reset();
+      r = !native_ran     ? describe(entry, variant, Status::Crashed, "the worker " + why + " (beside the kernel's process)")
+          : !s.has_backend ? native_crashed(entry, variant, "crashed on this call (the worker " + why + ")")
+                           : native_failed_again(o, launch, entry, request, variant, "died (" + why + ")", false, env);
       break;
     case Worker::Outcome::TimedOut:
-      // (not a variant's skip like a crash: native may only be slower than --timeout allows)
-      r = worker->last_note() == "native"
-              ? describe(entry, variant, Status::Invalid, "native hung on this call (" + why + "): a harness defect")
-              : describe(entry, variant, Status::Timeout, why);
       worker.reset();
+      // (not a variant's skip like a crash: native may only be slower than --timeout allows)
+      r = !native_ran      ? describe(entry, variant, Status::Timeout, why)
+          : !s.has_backend ? describe(entry, variant, Status::Invalid, "native hung on this call (" + why + "): a harness defect")
+                           : native_failed_again(o, launch, entry, request, variant, "hung (" + why + ")", true, env);
       break;
     case Worker::Outcome::Interrupted: worker.reset(); return std::nullopt;
   }
+  if (g_stop) return std::nullopt;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -144,8 +190,8 @@ void stop_on_signals() {
   ::sigaction(SIGTERM, &a, nullptr);
 }
 
-Report run_all(const Options& o, const Setup& s, const std::vector<std::string>& worker_argv,
-               const std::vector<WorkerEnv>& slots, std::vector<size_t>* positions) {
+Report run_all(const Options& o, const Setup& s, const Launch& launch, const std::vector<WorkerEnv>& slots,
+               std::vector<size_t>* positions) {
   Report report;
   ReportMeta& m = report.meta;
   m.tool = std::string("bbreplay ") + BB_VERSION;
@@ -155,7 +201,9 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   m.torch = BB_TORCH_VERSION;
   m.date = trace::utc_now();
   m.timing = timing_method(s.run);
-  m.seed = o.seed;
+  m.seed = s.run.seed;
+  m.seed_source = o.seed ? "--seed" : "a secret drawn from the OS for this run (--seed " + std::to_string(s.run.seed) +
+                                          " reproduces it)";
   m.self_check = !s.has_backend;
   if (slots.size() > 1) {
     report.meta.timing += "; " + std::to_string(slots.size()) + " workers at once";
@@ -171,6 +219,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   std::atomic<size_t> next{0}, done{0};
   std::mutex shown;
   Progress progress(s.cases.size());
+  Readiness ready;
   auto serve = [&](const WorkerEnv& env) {
     std::unique_ptr<Worker> worker;
     for (size_t i; !g_stop && (i = next++) < s.cases.size();) {
@@ -179,7 +228,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
         progress.at(done, s.trace.ops[s.cases[i].entry].op);
       }
       try {
-        results[i] = run_one(o, s, i, worker, worker_argv, env);
+        results[i] = run_one(o, s, i, worker, launch, env, ready);
       } catch (const std::exception& e) {  // (no worker could be started): said, and the run goes on
         const auto& entry = s.trace.ops[s.cases[i].entry];
         results[i] = describe(entry, s.cases[i].variant, Status::Skipped,
@@ -193,6 +242,7 @@ Report run_all(const Options& o, const Setup& s, const std::vector<std::string>&
   for (size_t k = 1; k < slots.size(); ++k) threads.emplace_back(serve, std::cref(slots[k]));
   serve(slots.front());
   for (auto& t : threads) t.join();
+  for (const std::string& i : ready.isolation) m.isolation += (m.isolation.empty() ? "" : "; ") + i;
   // What of the traced program this run judges (Report::coverage): each case carries its signature's
   // traced device time; signatures without a traced case that ran are listed as not replayed.
   std::vector<bool> has_traced_case(s.trace.ops.size(), false), has_case(s.trace.ops.size(), false);

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "backends/content_hash.h"
+#include "policy/policy.h"
 #include "replay/bbreplay_app.h"
 #include "replay/judgeable.h"
 #include "tracer/format/torchbench.h"
@@ -55,7 +57,7 @@ RunIdentity run_identity(const Options& o, const Setup& s) {
           {"trace", hash_file(o.trace)},
           {"backend", s.has_backend ? hash_folder(s.backend.dir) : "none"},
           {"policy", o.policy.empty() ? "none" : hash_file(o.policy)},
-          {"seed", std::to_string(o.seed)},
+          {"seed", o.seed ? std::to_string(*o.seed) : std::string("a secret drawn from the OS by each part")},
           {"device", s.run.device.str()},
           {"ops", o.ops},
           {"variants", o.variants},
@@ -72,35 +74,58 @@ RunIdentity run_identity(const Options& o, const Setup& s) {
 
 }  // namespace
 
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Usage("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
 Setup set_up(const Options& o, bool worker) {
   const bool quiet = worker;
   Setup s;
-  s.trace = trace::load_any_trace(o.trace);
-  if (!o.policy.empty()) s.policy = policy::load_policy(o.policy);
+  // (a reference worker reads what bbreplay read, from sealed copies: the files may have changed since)
+  const std::string fd_path = "/proc/self/fd/";
+  s.trace = trace::load_any_trace(o.trace_fd >= 0 ? fd_path + std::to_string(o.trace_fd) : o.trace);
+  if (!o.policy.empty()) {
+    const std::string path = o.policy_fd >= 0 ? fd_path + std::to_string(o.policy_fd) : o.policy;
+    s.policy = policy::load_policy(path);  // (with the reader's limits: a policy of /dev/zero is refused)
+    s.policy_text = read_all(path);
+  }
   std::string dir = !o.backend.empty() ? o.backend : s.policy ? s.policy->backend.value_or("") : "";
   s.has_backend = !dir.empty();
   const std::string device = o.device.empty() ? (at::hasCUDA() ? "cuda" : "cpu") : o.device;
   if (device != "cpu" && device != "cuda") throw Usage("--device must be cpu or cuda");
   if (device == "cuda" && !at::hasCUDA()) throw Usage("--device cuda but torch sees no CUDA device");
   s.run.device = c10::Device(device);
-  s.run.seed = o.seed;
-  s.run.check = !o.perf_only;
+  s.run.seed = o.seed.value_or(0);
+  s.run.thorough = !o.perf_only;
   s.run.time = !o.check_only;
   s.run.strict_strides = o.strict_strides;
   s.run.repetitions = o.repetitions;
   s.run.budget_seconds = o.budget;
   s.run.precision = o.precision;
   if (s.has_backend) {
+    s.backend.dir = dir;
+    s.python_kernels = has_python_kernels(dir);
+  }
+  if (s.has_backend && !(worker && o.native_only)) {  // (a reference worker: what its kernel worker loads)
     auto tc = backends::make_toolchain(BB_TORCH_LIB_DIR, BB_TORCH_VERSION, lib_dir() + "/../include", "");
     tc.python_bridge = lib_dir() + "/libbbshim_python.so";
     // A policy reads like data, but its backend: key makes bbreplay compile and run that folder's code.
     if (!quiet && o.backend.empty())
       std::cerr << "bbreplay: the policy " << o.policy << " names the backend " << dir
                 << ": its code is compiled and run (--backend names a backend explicitly)\n";
-    s.backend = backends::load_backend(dir, tc);
+    s.backend = backends::survey_backend(dir, tc);
     if (!quiet)
       for (const auto& p : s.backend.problems) std::cerr << "bbreplay: backend " << p << "\n";
   }
+  if (worker) return s;
   // With a backend and no --ops, the ops the backend has a kernel for (usable or not).
   std::string selection = o.ops;
   if (selection.empty() && s.has_backend) {
@@ -121,7 +146,7 @@ Setup set_up(const Options& o, bool worker) {
       return false;  // the traced case says why
     }
   };
-  if (!worker) s.cases = enumerate_cases(s.trace, filter, parse_variants(o.variants), applies);
+  s.cases = enumerate_cases(s.trace, filter, parse_variants(o.variants), applies);
   return s;
 }
 

@@ -1,7 +1,11 @@
 #include "replay/cache_evict.h"
 
-#include <ATen/ATen.h>
+#include "replay/tamper.h"
 
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+
+#include <algorithm>
 #include <cstdint>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -59,6 +63,33 @@ void evict(const std::vector<c10::IValue>& values) {
 #elif defined(__aarch64__)
   asm volatile("dsb sy" ::: "memory");
 #endif
+}
+
+BB_TIMING_PATH void touch(const std::vector<c10::IValue>& results, uint64_t seed) {
+  constexpr uintptr_t kPage = 4096;
+  volatile unsigned char sink = 0;
+  uint64_t x = seed | 1;
+  auto next = [&] {  // xorshift64*: cheap, and unknown to the kernel until the run's seed is
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    return x * 0x2545F4914F6CDD1Dull;
+  };
+  for (const c10::IValue& v : results) {
+    std::vector<at::Tensor> ts;
+    if (v.isTensor()) ts.push_back(v.toTensor());
+    if (v.isList())
+      for (const auto& e : v.toListRef())
+        if (e.isTensor()) ts.push_back(e.toTensor());
+    for (const at::Tensor& t : ts) {
+      if (!t.defined() || !t.is_cpu() || t.layout() != at::kStrided || !t.has_storage() || t.numel() == 0) continue;
+      const uintptr_t first = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+      const uintptr_t end = first + at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.itemsize());
+      for (uintptr_t page = first & ~(kPage - 1); page < end; page += kPage) {
+        const uintptr_t lo = std::max(page, first), hi = std::min(page + kPage, end);
+        for (int k = 0; k < 2; ++k)
+          sink = sink + *reinterpret_cast<const volatile unsigned char*>(lo + next() % (hi - lo));
+      }
+    }
+  }
 }
 
 }  // namespace bb::replay

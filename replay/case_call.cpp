@@ -16,15 +16,17 @@
 #include "replay/case_steps.h"
 #include "replay/cupti_call_timer.h"
 #include "replay/spent.h"
+#include "replay/tamper.h"
 
 namespace bb::replay {
 namespace {
 
 int g_phase_fd = -1;
 std::string g_phase_prefix;
+int g_last_phase = -1;  // the last note written: 0 native, 1 kernel
 
 // The call's results: its outputs, then the arguments the schema lets it write (in-place, out=).
-Values results(const c10::OperatorHandle& op, const Values& args, const torch::jit::Stack& outputs) {
+BB_TIMING_PATH Values results(const c10::OperatorHandle& op, const Values& args, const torch::jit::Stack& outputs) {
   Values r(outputs.begin(), outputs.end());
   const auto& params = op.schema().arguments();
   for (size_t i = 0; i < params.size() && i < args.size(); ++i)
@@ -39,8 +41,11 @@ void report_phases_to(int fd, const std::string& prefix) {
   g_phase_prefix = prefix;
 }
 
-void note_phase(const backends::LoadedKernel* kernel) {
-  if (g_phase_fd < 0) return;
+void forget_phase() { g_last_phase = -1; }
+
+void note_phase(bool kernel) {
+  if (g_phase_fd < 0 || g_last_phase == static_cast<int>(kernel)) return;
+  g_last_phase = kernel;
   const std::string line = g_phase_prefix + (kernel ? "kernel\n" : "native\n");
   if (::write(g_phase_fd, line.data(), line.size()) < 0) g_phase_fd = -1;  // (the parent is gone)
 }
@@ -52,17 +57,16 @@ void synchronize(c10::Device d) {
 // On CUDA drawn on the device by its own generator: a case makes up to 30 input sets, and drawn on the
 // host (then copied) the optimizer's lists of every parameter of GPT-2 small took 8-40 s a case on the
 // H200 (2026-12-01). On the CPU where drawing on the device fails.
-Values inputs_for(const CaseContext& c, uint64_t seed) {
-  const RunOptions& o = c.options;
+Values inputs_for(const BoundCall& call, const std::string& variant, const RunOptions& o, uint64_t seed) {
   if (o.device.is_cuda()) {
     try {
-      return make_inputs(c.bound, {o.device, seed, c.variant, true});
+      return make_inputs(call, {o.device, seed, variant, true});
     } catch (const std::invalid_argument&) {
       throw;
     } catch (const std::exception&) {  // (drawn on the CPU below)
     }
   }
-  return make_inputs(c.bound, {o.device, seed, c.variant, false});
+  return make_inputs(call, {o.device, seed, variant, false});
 }
 
 Values copies(const Values& inputs) {
@@ -72,9 +76,9 @@ Values copies(const Values& inputs) {
 
 namespace {
 
-Called call_on(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
+BB_TIMING_PATH Called call_on(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
                c10::Device device, const backends::AtenAllowance* allow, bool timed, bool sync) {
-  if (!timed) note_phase(kernel);  // (timed runs say it before their clock starts)
+  if (!timed) note_phase(kernel != nullptr);  // (timed runs say it before their clock starts)
   // (the timed runs' time is charged by their caller, outside the clock)
   std::optional<Spent> spent;
   if (!timed) spent.emplace(kernel ? phase::kKernel : phase::kNative);
@@ -98,7 +102,7 @@ Called call_on(const c10::OperatorHandle& op, const backends::LoadedKernel* kern
 
 }  // namespace
 
-Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
+BB_TIMING_PATH Called call(const c10::OperatorHandle& op, const backends::LoadedKernel* kernel, const Values& args,
             const RunOptions& o, bool timed, bool sync) {
   const backends::AtenAllowance* allow = kernel && o.policy ? &policy::allowance_for(*o.policy, kernel->op) : nullptr;
   return call_on(op, kernel, args, o.device, allow, timed, sync);

@@ -1,5 +1,8 @@
-// The steps of one replay case, in the order replay/runner.cpp runs them, and what they share:
-//   build inputs, run          case_call.cpp       fresh seeded inputs; one call of native or of the kernel
+// The steps of one replay case, in the order replay/runner.cpp runs them in the reference worker, and what
+// they share. Native runs here; the kernel runs in its own process (replay/remote_kernel.h), whose
+// results and arguments after each call are copied here ("replicas") and judged here:
+//   build inputs, run          case_call.cpp       fresh seeded inputs; one call of native (or, in the kernel's
+//                                                  process, of the kernel: kernel_worker.cpp)
 //   compare                    case_compare.cpp    the kernel's results against native's, with tolerances
 //   integrity                  case_integrity.cpp  the checks after the first call (docs/integrity.md)
 //   time                       case_timing.cpp     native and the kernel interleaved, each run checked
@@ -25,14 +28,18 @@ namespace bb::replay {
 
 using verify::Values;
 class CuptiCallTimer;
+class KernelProcess;
+struct RemoteRun;
 
 // What every step of a case reads.
 struct CaseContext {
   const BoundCall& bound;
   const std::string& variant;
-  const backends::LoadedKernel* kernel;  // null: native against native (the harness's self-check)
+  KernelProcess& kernel;  // the kernel's process; native runs there as "the kernel" in the self-check
+  bool self_check;        // no backend: native against native (the harness's self-check)
   const RunOptions& options;
   const c10::OperatorHandle& op() const { return bound.op; }
+  const char* who() const { return self_check ? "native (no kernel ran)" : "the kernel"; }
 };
 
 // What a step found: nothing (why empty), or why the case fails, with the flags of the cheats caught.
@@ -46,9 +53,9 @@ inline Finding caught(verify::Flag flag, std::string why) { return {std::move(wh
 
 // ------------------------------------------------------------------ build inputs, run (case_call.cpp)
 
-// Input values for the case from `seed`. On CUDA drawn on the device, else (or where that fails) on the
+// Input values for the call from `seed`. On CUDA drawn on the device, else (or where that fails) on the
 // CPU. Throws std::invalid_argument where the variant does not apply.
-Values inputs_for(const CaseContext& c, uint64_t seed);
+Values inputs_for(const BoundCall& call, const std::string& variant, const RunOptions& o, uint64_t seed);
 
 // Copies of `inputs` with memory of their own (each call writes only its own).
 Values copies(const Values& inputs);
@@ -78,8 +85,8 @@ Values call_native(const c10::OperatorHandle& op, const Values& args, c10::Devic
 // "a warm-up run", ...).
 Finding native_call_seen(const std::string& op, const std::string& phase);
 
-// Says whose code runs next (report_phases_to); outside any timed region.
-void note_phase(const backends::LoadedKernel* kernel);
+// Says whose code runs next (report_phases_to; only when it changes); outside any timed region.
+void note_phase(bool kernel);
 void synchronize(c10::Device device);
 
 // Bytes of the results' storage: what the call must at least write.
@@ -106,20 +113,11 @@ verify::ElementMasks native_unwritten(const c10::OperatorHandle& op, const Value
 
 // ------------------------------------------------------------------ integrity (case_integrity.cpp)
 
-// On the CPU, a copy of the bytes of a call's results, taken as soon as it returned (after any clock
-// stopped, before anything else runs; plain memory copies, no ATen call); not taken elsewhere (CUDA work
-// that escapes a call is CUPTI's to see).
-struct Snapshot {
-  bool taken = false;
-  std::vector<std::string> bytes;  // per result tensor (verify::tensors_of)
-};
-Snapshot snapshot(const CaseContext& c, const Values& results);
-
-// Results that no longer hold what they held when the call returned (its snapshot()): work that escaped
-// the call, such as a thread of the kernel's still writing them. The later this is asked, the more shows;
-// `wrong` (the results failed the comparison): unchanged results are watched for up to 100 ms more.
-Finding escaped(const CaseContext& c, const Snapshot& snapshot, const Values& later, const std::string& phase,
-                bool wrong);
+// What the reference saw of a call's results leaving the kernel's process (RemoteRun::escaped: they
+// changed after it returned, or are not plain memory of its process), named for `phase`. `wrong` (the
+// results failed the comparison): on the CPU they are read again after 100 ms, in case work still pending
+// had not written them yet (a thread not scheduled since, on a busy machine).
+Finding escaped(const CaseContext& c, const RemoteRun& run, const std::string& phase, bool wrong);
 
 // The first argument of one call of the kernel (on `args`, made from `inputs`) that it changed although
 // the schema does not let it and native did not (`native_wrote`: per argument, native changed it).
@@ -133,16 +131,18 @@ Finding input_mutation(const CaseContext& c, const Values& inputs, const Values&
 Finding aliasing_after(const CaseContext& c, const Values& native_args, const Values& native, const Values& args,
                        const Values& generated, const std::string& phase);
 
-// The checks after the kernel's first call, in the order a cheat would be caught. `native` and
-// `generated` gain the arguments native changed although the schema does not say so. `returned`: the
-// snapshot() of `generated` taken as the call returned.
-Finding check(const CaseContext& c, const Values& inputs, Values& native, const Values& native_args, Values& args,
-              Values& generated, const Snapshot& returned, CaseResult& r);
+// The checks after the kernel's first call (`first`), in the order a cheat would be caught. `native`
+// gains the arguments native changed although the schema does not say so (and the kernel's results the
+// same arguments of its own). `full` false (--perf-only): the comparison and the checks of that one call
+// only (no second input set, no unwritten-output run).
+Finding check(const CaseContext& c, const Values& inputs, Values& native, const Values& native_args, RemoteRun& first,
+              CaseResult& r, bool full = true);
 
 // ------------------------------------------------------------------ time (case_timing.cpp)
 
 // Times both sides and judges the times (sets r.native, r.generated, r.unstable, or says why not timed in
 // r.message).
-Finding time_case(const CaseContext& c, const Values& generated, CaseResult& r);
+// `first`: the kernel's first call on the case's inputs.
+Finding time_case(const CaseContext& c, const RemoteRun& first, CaseResult& r);
 
 }  // namespace bb::replay

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "bb/kernel.h"
+#include "policy/verify/clock_checks.h"
 #include "policy/verify/cuda_checks.h"
 #include "policy/verify/integrity.h"
 #include "policy/verify/native_watch.h"
@@ -22,7 +23,9 @@
 #include "replay/cache_evict.h"
 #include "replay/case_steps.h"
 #include "replay/cupti_call_timer.h"
+#include "replay/remote_kernel.h"
 #include "replay/spent.h"
+#include "replay/tamper.h"
 
 namespace bb::replay {
 namespace {
@@ -82,32 +85,19 @@ std::string unstable(const Timing& native, const Timing& generated) {
   return "";
 }
 
-// One side's runs: native (kernel null) or the kernel under test.
+// One side's runs: native (here) or the kernel under test (in its process).
 struct Side {
-  const backends::LoadedKernel* kernel = nullptr;
-  std::vector<double> us, events_us;  // per timed run
-  int activities = 0;                 // CUDA: kernels, copies and sets seen, all runs
-  verify::Findings findings;          // CUDA: the first of each kind
-  bool allowed_aten = false;          // it called ATen compute ops the policy allows (their libraries' kernels too)
-  std::deque<Values> held;            // the results of its latest runs, kept alive (hold())
-  void clear() { us.clear(), events_us.clear(); }
+  bool kernel = false;
+  std::vector<double> us, events_us;          // per timed run
+  std::vector<verify::OutsideRun> outside;    // the kernel's host-timed runs, seen from outside its process
+  std::vector<verify::OutsideRun> dry;        // runs of nothing between them, seen the same way
+  int activities = 0;                         // CUDA: kernels, copies and sets seen, all runs
+  verify::Findings findings;                  // CUDA: the first of each kind
+  bool allowed_aten = false;                  // it called ATen compute ops the policy allows (their libraries' kernels too)
+  std::deque<Values> held;                    // native: the results of its latest runs, kept alive (hold())
+  std::deque<RemoteRun> runs;                 // the kernel: its latest runs, kept alive in its process
+  void clear() { us.clear(), events_us.clear(), outside.clear(), dry.clear(); }
 };
-
-// Reads one byte of every page the results' elements span (host memory), inside the clock: results
-// must be there when the call returns. Memory that computes itself on first access (a protected
-// mapping whose fault handler does the work, userfaultfd) is paid for here, not in the copy bbreplay
-// makes after the clock stopped. Both sides pay it alike: one load per page.
-void touch(const Values& results) {
-  constexpr uintptr_t kPage = 4096;
-  volatile unsigned char sink = 0;
-  for (const at::Tensor& t : verify::tensors_of(results)) {
-    if (!t.defined() || !t.is_cpu() || t.layout() != at::kStrided || !t.has_storage() || t.numel() == 0) continue;
-    const uintptr_t first = reinterpret_cast<uintptr_t>(t.const_data_ptr());
-    const uintptr_t last = first + at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.itemsize()) - 1;
-    for (uintptr_t a = first; a <= last; a = (a | (kPage - 1)) + 1)
-      sink = sink + *reinterpret_cast<const volatile unsigned char*>(a);
-  }
-}
 
 // How many of a side's latest results stay alive, up to how many bytes (the latest always): a result in
 // the memory of one of them is a buffer the kernel reuses across calls (a ring of persistent buffers as
@@ -115,24 +105,26 @@ void touch(const Values& results) {
 constexpr size_t kHeldResults = 8;
 constexpr double kHeldBytes = 256.0 * (1 << 20);
 
-void hold(Side& side, const Values& results) {
-  side.held.push_back(results);
+template <class T, class Bytes, class Drop>
+void keep_latest(std::deque<T>& held, T latest, Bytes bytes_of, Drop drop) {
+  held.push_back(std::move(latest));
   double bytes = 0;
-  for (const Values& v : side.held) bytes += result_bytes(v);
-  while (side.held.size() > kHeldResults || (side.held.size() > 1 && bytes > kHeldBytes)) {
-    bytes -= result_bytes(side.held.front());
-    side.held.pop_front();
+  for (const T& v : held) bytes += bytes_of(v);
+  while (held.size() > kHeldResults || (held.size() > 1 && bytes > kHeldBytes)) {
+    bytes -= bytes_of(held.front());
+    drop(held.front());
+    held.pop_front();
   }
 }
 
 // The interleaved runs of one case and what they found.
 class Interleaved {
  public:
-  // `first`: the kernel's result on its first call (held like the timed runs' results).
-  Interleaved(const CaseContext& c, CuptiCallTimer* timer, const CaseResult& r, const Values& first)
+  // `first`: the kernel's first call (held like the timed runs' results).
+  Interleaved(const CaseContext& c, CuptiCallTimer* timer, const CaseResult& r, const RemoteRun& first)
       : c_(c), o_(c.options), timer_(timer), r_(r) {
-    generated_.kernel = c.kernel;
-    hold(generated_, first);
+    generated_.kernel = true;
+    generated_.runs.push_back(first);
   }
 
   // Two warm-up pairs (first-call costs are not the kernel's), then the timed pairs.
@@ -179,47 +171,53 @@ class Interleaved {
     return {};
   }
 
+  // Native's run of a pair, here: its own copy of the inputs, its results.
+  struct Ran {
+    Values args;
+    Called called;
+  };
+
   // One pair of runs on an input set of its own; the kernel's results checked against native's and for
   // input mutation, aliasing, reused buffers and escaped work (all outside the timed region).
   Finding pair(int rep, bool native_first) {
     // (seeds 7919·k apart from the checks' own; warm-ups are rep -2 and -1)
     const auto made = Clock::now();
-    const Values inputs = inputs_for(c_, o_.seed + 7919 * static_cast<uint64_t>(rep + 3));
+    const Values inputs = inputs_for(c_.bound, c_.variant, o_, o_.seed + 7919 * static_cast<uint64_t>(rep + 3));
     making_inputs_ += seconds_since(made);
     const std::string phase = rep < 0 ? "a warm-up run" : "timed repetition " + std::to_string(rep + 1);
-    Ran expected, got;
+    Ran expected;
+    RemoteRun got;
     if (native_first) {
-      expected = run(native_, inputs);
-      got = run(generated_, inputs);
+      expected = run_native(inputs);
+      got = run_kernel(inputs, rep >= 0);
     } else {
-      got = run(generated_, inputs);
-      expected = run(native_, inputs);
+      got = run_kernel(inputs, rep >= 0);
+      expected = run_native(inputs);
     }
     if (!got.called.native_call.empty()) return native_call_seen(got.called.native_call, phase);
     if (Finding f = mutated(inputs, expected.args, got.args, phase); f.found()) return f;
     const Values& results = got.called.results;
     if (Finding f = aliasing_after(c_, expected.args, expected.called.results, got.args, results, phase); f.found())
       return f;
-    if (reused(results, got.args))
+    if (reused(got))
       return caught(Flag::Aliasing, phase +
                                         ": the kernel returned the memory of one of its earlier results, which the "
                                         "caller still holds (a buffer reused across calls)");
-    if (!previous_.empty() && !generated_.held.empty() && !verify::bitwise_equal(previous_, generated_.held.back()))
-      return caught(Flag::Aliasing, phase +
-                                        ": the kernel's previous result, which the caller still holds, changed "
-                                        "during this run (its memory is shared with a later result, under "
-                                        "another address if need be)");
-    hold(native_, expected.called.results);
-    hold(generated_, results);
-    if (!o_.check) return escaped(c_, got.returned, results, phase, false);
+    if (Finding f = previous_changed(phase); f.found()) return f;
+    keep_latest(native_.held, expected.called.results, [](const Values& v) { return result_bytes(v); },
+                [](const Values&) {});
+    keep_latest(generated_.runs, got, [](const RemoteRun& v) { return result_bytes(v.called.results); },
+                [this](const RemoteRun& v) { c_.kernel.release(v.id); });
+    last_ = got;
+    if (!o_.check) return escaped(c_, got, phase, false);
     CaseResult scratch = r_;  // (the timed runs' errors and notes are not the case's)
     const Finding wrong = compare(c_, inputs, expected.called.results, results, scratch);
-    if (Finding e = escaped(c_, got.returned, results, phase, wrong.found()); e.found()) return e;
+    if (Finding e = escaped(c_, got, phase, wrong.found()); e.found()) return e;
     if (!wrong.found()) {
-      previous_ = copies(results);
+      previous_ = results;
       return {};
     }
-    const bool cached = !previous_.empty() && verify::bitwise_equal(previous_, results);
+    const bool cached = !previous_.empty() && same_bytes(previous_, results);
     const std::string why = (rep < 0 ? std::string("warm-up run: ") : phase + ": ") +
                             (cached ? "the kernel returned exactly its result for other inputs: " : "") + wrong.why;
     return cached ? caught(Flag::CachedResult, why) : failure(why);
@@ -240,72 +238,94 @@ class Interleaved {
   }
 
   // Whether a result of the kernel's is in the memory of one of its earlier results that are held.
-  bool reused(const Values& results, const Values& args) const {
+  bool reused(const RemoteRun& got) const {
     const size_t outputs = c_.op().schema().returns().size();
-    for (const Values& earlier : generated_.held)
-      if (verify::shares_storage(earlier, results, outputs, args)) return true;
+    for (const RemoteRun& earlier : generated_.runs)
+      if (reuses(earlier, got, outputs)) return true;
     return false;
   }
 
-  // A run's arguments (its own copy of the inputs), its call, and (host timing) its results as it returned.
-  struct Ran {
-    Values args;
-    Called called;
-    Snapshot returned;
-  };
+  // The kernel's previous result, which it still holds, read again from its process: changed during this
+  // run, it shares memory with a later result, whatever the addresses say (one memory mapped at a new
+  // address for every result).
+  Finding previous_changed(const std::string& phase) {
+    if (!last_) return {};
+    const RemoteRun& previous = *last_;
+    const RemoteRun again = c_.kernel.reread(previous);
+    Spent spent(phase::kIntegrity);
+    if (same_bytes(previous.called.results, again.called.results)) return {};
+    return caught(Flag::Aliasing, phase +
+                                      ": the kernel's previous result, which the caller still holds, changed "
+                                      "during this run (its memory is shared with a later result, under "
+                                      "another address if need be)");
+  }
 
-  // One timed run of a side on its own copy of `inputs`. Both sides run the same way; the kernel's watch
-  // (a thread-local RecordFunction callback, see call()) costs it nothing unless it calls ATen ops, and
-  // then 0.1-0.35 us each (docs/performance.md).
-  // Both sides' results are copied as they return (on the host clock: the CPU), so that both runs find
-  // the caches alike; only the kernel's copy is compared (escaped()).
-  Ran run(Side& side, const Values& inputs) {
+  // Native's timed run, here, on its own copy of the inputs. Both sides run the same way (the kernel's in
+  // kernel_worker.cpp): on the host, operands evicted, then the clock around the call and the touch of its
+  // results (two random bytes a page); on CUDA, CUPTI's window.
+  Ran run_native(const Values& inputs) {
     Ran ran;
     ran.args = copies(inputs);
-    note_phase(side.kernel);
+    note_phase(false);
     if (timer_) {
-      ran.called = run_on_device(side, ran.args);
+      ran.called = native_on_device(ran.args);
       return ran;
     }
-    ran.called = run_on_host(side, ran.args);
-    ran.returned = snapshot(c_, ran.called.results);  // (before anything else runs)
+    {
+      Spent evicting(phase::kEvict);
+      evict(ran.args);
+      synchronize(o_.device);
+    }
+    Spent timed(phase::kTimed);
+    const uint64_t seed = seed_++;
+    c_.kernel.pause();  // (no thread of the kernel's competes for the cores meanwhile)
+    const uint64_t t0 = raw_monotonic_ns();
+    ran.called = call(c_.op(), nullptr, ran.args, o_, true, true);
+    touch(ran.called.results, seed);
+    native_.us.push_back(static_cast<double>(raw_monotonic_ns() - t0) / 1000.0);
+    c_.kernel.resume();
     return ran;
   }
 
-  Called run_on_device(Side& side, const Values& args) {
+  Called native_on_device(const Values& args) {
     Called result;
     std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction, synchronization and CUPTI flush
     CuptiCallSample s = timer_->time([&] {
       Spent timed(phase::kTimed);
-      result = call(c_.op(), side.kernel, args, o_, true, false);
+      result = call(c_.op(), nullptr, args, o_, true, false);
     });
     evicting.reset();
-    side.allowed_aten |= !result.allowed_aten.empty();
-    side.us.push_back(s.device_us);
-    side.events_us.push_back(s.events_us);
-    side.activities += s.activities;
-    if (side.findings.escaping.empty()) side.findings.escaping = s.findings.escaping;
-    if (side.findings.tampering.empty()) side.findings.tampering = s.findings.tampering;
-    if (side.findings.library.empty()) side.findings.library = s.findings.library;
+    native_.us.push_back(s.device_us);
+    native_.events_us.push_back(s.events_us);
+    native_.activities += s.activities;
+    note(native_, s.findings);
     return result;
   }
 
-  Called run_on_host(Side& side, const Values& args) {
-    std::optional<Spent> evicting(phase::kEvict);
-    evict(args);
-    synchronize(o_.device);
-    evicting.reset();
-    Spent timed(phase::kTimed);  // (its clock readings are outside the host clock's)
-    // The watch's callback is added before the clock starts: the timed call pays only the callback's
-    // cost on each ATen op the kernel itself calls (bench/watch_overhead.cpp). (Not on CUDA: the
-    // timer's own eviction calls ATen, and host time is not what is measured there.)
-    std::optional<verify::NativeCallWatch> around;
-    if (side.kernel) around.emplace(side.kernel->op);
-    const auto t0 = Clock::now();
-    Called result = call(c_.op(), side.kernel, args, o_, true, true);  // synchronizes before returning
-    touch(result.results);  // (work deferred into the first access of the results is the call's)
-    side.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    return result;
+  // The kernel's timed run, in its process, on an argument set of its own made from the inputs.
+  RemoteRun run_kernel(const Values& inputs, bool timed) {
+    const int64_t id = c_.kernel.prepare(inputs);
+    RemoteRun run = c_.kernel.run_timed(id);
+    generated_.us.push_back(run.us);
+    generated_.allowed_aten |= !run.called.allowed_aten.empty();
+    if (!o_.device.is_cpu()) {
+      generated_.events_us.push_back(run.events_us);
+      generated_.activities += run.activities;
+      note(generated_, run.cuda);
+    }
+    if (timed && run.outside) {
+      generated_.outside.push_back(*run.outside);
+      // (and a run of nothing right after, in the same conditions: what the outside clocks see beyond a call)
+      generated_.dry.push_back(c_.kernel.dry_run(run.id));
+    }
+    return run;
+  }
+
+  static void note(Side& side, const verify::Findings& f) {
+    if (side.findings.escaping.empty()) side.findings.escaping = f.escaping;
+    if (side.findings.tampering.empty()) side.findings.tampering = f.tampering;
+    if (side.findings.library.empty()) side.findings.library = f.library;
+    if (side.findings.blinded.empty()) side.findings.blinded = f.blinded;
   }
 
   // A kernel is accused only of what native itself does not do here; native against native (the
@@ -313,11 +333,14 @@ class Interleaved {
   Finding judge_findings() const {
     const verify::Findings& n = native_.findings;
     const verify::Findings& g = generated_.findings;
-    if (!g.escaping.empty() && (!c_.kernel || n.escaping.empty())) return caught(Flag::EscapingWork, g.escaping);
-    if (!g.tampering.empty() && (!c_.kernel || n.tampering.empty()))
-      return caught(Flag::EnvironmentTampering, g.tampering);
-    if (c_.kernel && !g.library.empty() && !generated_.allowed_aten)
+    const bool self = c_.self_check;
+    if (!g.escaping.empty() && (self || n.escaping.empty())) return caught(Flag::EscapingWork, g.escaping);
+    if (!g.tampering.empty() && (self || n.tampering.empty())) return caught(Flag::EnvironmentTampering, g.tampering);
+    if (!g.blinded.empty()) return caught(Flag::TimerTampering, g.blinded);
+    if (!self && !g.library.empty() && !generated_.allowed_aten)
       return caught(Flag::NativeCall, g.library + ": a vendor library did the work of the op the kernel implements");
+    if (std::string why = verify::clock_disagreement(generated_.outside, generated_.dry); !why.empty())
+      return caught(Flag::TimerTampering, why);
     return {};
   }
 
@@ -327,16 +350,18 @@ class Interleaved {
   const CaseResult& r_;
   Side native_, generated_;
   Values previous_;                 // the kernel's (correct) result on the previous pair's inputs
+  std::optional<RemoteRun> last_;   // the kernel's run of the previous pair (its results still held there)
   std::vector<bool> native_wrote_;  // per argument: native changed it in some run, although the schema does not say so
   double making_inputs_ = 0;
   bool no_device_work_ = false;
+  uint64_t seed_ = 0x9E3779B97F4A7C15ull;
 };
 
 // Four times faster than writing its results at the copy bandwidth this device reached: not to be
 // trusted. (Not closer: results smaller than L2 can be written into it faster than to memory.)
 Finding impossible_speed(const CaseContext& c, const Values& generated, const Timing& g) {
   std::string no_timer;
-  CuptiCallTimer* timer = c.options.device.is_cuda() && c.kernel ? call_timer(c.options.device, &no_timer) : nullptr;
+  CuptiCallTimer* timer = c.options.device.is_cuda() && !c.self_check ? call_timer(c.options.device, &no_timer) : nullptr;
   if (!timer) return {};
   const double bytes = result_bytes(generated);
   const double floor_us = verify::speed_of_light_us(bytes, timer->copy_bandwidth());
@@ -362,7 +387,8 @@ std::string repetitions_text(const RunOptions& o) {
 
 }  // namespace
 
-Finding time_case(const CaseContext& c, const Values& generated, CaseResult& r) {
+Finding time_case(const CaseContext& c, const RemoteRun& first, CaseResult& r) {
+  const Values& generated = first.called.results;
   const RunOptions& o = c.options;
   std::string why_not;
   CuptiCallTimer* timer = o.device.is_cuda() ? call_timer(o.device, &why_not) : nullptr;
@@ -371,7 +397,7 @@ Finding time_case(const CaseContext& c, const Values& generated, CaseResult& r) 
     return {};
   }
   try {
-    Interleaved runs(c, timer, r, generated);
+    Interleaved runs(c, timer, r, first);
     if (Finding f = runs.run_all(); f.found()) return f;
     if (std::string why = runs.not_timed(); !why.empty()) {
       r.message = "not timed: " + why;

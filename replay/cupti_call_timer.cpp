@@ -63,6 +63,7 @@ class CuptiCudaTimer : public CuptiCallTimer {
   }
 
   double copy_bandwidth() const override { return bandwidth_; }
+  std::string ownership() const override { return api_ ? api_->ownership() : ""; }
 
   CuptiCallSample time(const std::function<void()>& call) override {
     // Hand over what CUPTI holds first: after a forced flush CUPTI asks for a new buffer at the next

@@ -31,6 +31,8 @@ class CuptiCallTimer {
   virtual CuptiCallSample time(const std::function<void()>& call) = 0;
   // Bytes per µs a device-to-device copy reaches on this device (measured once; 0 if unknown).
   virtual double copy_bandwidth() const = 0;
+  // "" while CUPTI's subscriber and launch callbacks are still this timer's; else what changed.
+  virtual std::string ownership() const = 0;
 };
 
 // Fills every free block of the CUDA caching allocator's cache on `device` with `byte`, after making

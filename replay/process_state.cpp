@@ -11,6 +11,7 @@
 #endif
 
 #include <cerrno>
+#include <cstring>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -19,6 +20,12 @@ namespace bb::replay {
 namespace {
 
 constexpr unsigned kFlushBits = 0x8040;  // MXCSR: FTZ (bit 15) and DAZ (bit 6)
+constexpr int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP};
+
+bool same_handler(const struct sigaction& a, const struct sigaction& b) {
+  return reinterpret_cast<void*>(a.sa_handler) == reinterpret_cast<void*>(b.sa_handler) &&
+         (a.sa_flags & SA_SIGINFO) == (b.sa_flags & SA_SIGINFO);
+}
 
 // ATen's global switches that change which kernels native runs (and how fast): read and set back alike.
 struct Switch {
@@ -66,6 +73,7 @@ ProcessState process_state() {
   s.priority = getpriority(PRIO_PROCESS, 0);
   s.record_function_callbacks = at::hasCallbacks();
   for (const Switch& sw : kSwitches) s.*sw.field = sw.get();
+  for (size_t k = 0; k < s.fault_handlers.size(); ++k) sigaction(kFaultSignals[k], nullptr, &s.fault_handlers[k]);
   return s;
 }
 
@@ -104,6 +112,11 @@ std::string restore_process_state(const ProcessState& before) {
          << "RecordFunction callbacks (one outlives the kernel's call: it sees native's calls and the inputs' copies)";
     at::clearCallbacks();  // (there were none before)
   }
+  for (size_t k = 0; k < now.fault_handlers.size(); ++k)
+    if (!same_handler(now.fault_handlers[k], before.fault_handlers[k])) {
+      what << (what.tellp() > 0 ? ", " : "") << "the handler of " << sigabbrev_np(kFaultSignals[k]);
+      sigaction(kFaultSignals[k], &before.fault_handlers[k], nullptr);
+    }
   for (const Switch& sw : kSwitches)
     if (now.*sw.field != before.*sw.field) {
       changed(sw.name, before.*sw.field, now.*sw.field);

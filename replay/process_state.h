@@ -1,14 +1,16 @@
 // Process-wide state that native's runs depend on and that a kernel under test can change from inside
 // its call: the CPU allocator, intra- and inter-op thread counts, the calling thread's floating-point
 // control (flush-to-zero), CPU affinity and scheduling priority, RecordFunction callbacks (a callback
-// outliving the kernel's call sees native's calls and the harness's input copies), and ATen's global
-// backend switches (cuDNN, deterministic algorithms, oneDNN). bbreplay's worker takes it once set up
+// outliving the kernel's call sees native's calls and the harness's input copies), ATen's global
+// backend switches (cuDNN, deterministic algorithms, oneDNN), and the handlers of fault signals. bbreplay's worker takes it once set up
 // and compares it after every case: a change is `environment-tampering` (in the self-check too, where
 // it would accuse native), and is undone where it can be (docs/integrity.md).
 #pragma once
 
 #include <sched.h>
+#include <signal.h>
 
+#include <array>
 #include <string>
 
 namespace c10 {
@@ -27,6 +29,10 @@ struct ProcessState {
   bool record_function_callbacks = false;
   bool deterministic_algorithms = false, cudnn_enabled = false, cudnn_benchmark = false, cudnn_deterministic = false,
        mkldnn_enabled = false;
+  // Handlers of the signals a fault raises (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP): a kernel's
+  // handler can compute results when they are first read (protected pages), or answer a system call that a
+  // seccomp filter traps (the clock's).
+  std::array<struct sigaction, 6> fault_handlers{};
 };
 
 ProcessState process_state();

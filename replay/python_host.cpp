@@ -1,10 +1,5 @@
-// bbreplay inside a Python host, for backends with Python kernels (docs/backends.md).
-#include <string.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-
+// A kernel worker for Python kernels runs inside a Python host (docs/backends.md); bbreplay itself and its
+// reference workers never do.
 #include "backends/loader.h"
 #include "replay/bbreplay_app.h"
 
@@ -12,9 +7,8 @@ namespace bb::replay::app {
 
 namespace {
 
-// When the backend has Python kernels and this process has no interpreter, bbreplay runs itself again
-// inside the Python the build is for, which imports torch and calls bbreplay_main through ctypes (the GIL
-// released; the bridge takes it per call). Workers are started as bbreplay too and do the same.
+// The kernel worker inside the Python the build is for, which imports torch and calls bbreplay_main
+// through ctypes (the GIL released; the bridge takes it per call).
 constexpr const char* kPythonHost =
     "import ctypes, os, sys\n"
     "import torch\n"
@@ -34,16 +28,9 @@ bool has_python_kernels(const std::string& dir) {
   return false;
 }
 
-std::string run_in_python(int argc, char** argv) {
-  std::vector<std::string> args = {BB_PYTHON, "-c", kPythonHost, library_path(), exe_path()};
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  std::vector<char*> ptrs;
-  for (auto& a : args) ptrs.push_back(a.data());
-  ptrs.push_back(nullptr);
-  // (exec keeps the pid: a host that still finds no interpreter sees its own pid here and stops)
-  ::setenv("BB_REPLAY_PYTHON_HOST", std::to_string(::getpid()).c_str(), 1);
-  ::execv(ptrs[0], ptrs.data());
-  return std::string("cannot start ") + BB_PYTHON + " to host the backend's Python kernels: " + strerror(errno);
+std::vector<std::string> kernel_worker_argv(bool python) {
+  if (!python) return {exe_path(), "--worker-kernel"};
+  return {BB_PYTHON, "-c", kPythonHost, library_path(), exe_path(), "--worker-kernel"};
 }
 
 }  // namespace bb::replay::app

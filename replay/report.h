@@ -107,7 +107,10 @@ struct ReportMeta {
   std::string torch;
   std::string date;    // UTC ISO 8601
   std::string timing;  // how times were taken
-  uint64_t seed = 0;
+  uint64_t seed = 0;        // every input set is drawn from it (the secret, once the run is over)
+  std::string seed_source;  // "--seed", or that it was a secret drawn from the OS
+  // How the kernel's processes were kept from bbreplay's (namespaces, or a subreaper and why not them).
+  std::string isolation;
   bool self_check = false;  // native against native: an invalid case is then a failure of the run
   // Set when the run was stopped (SIGINT, SIGTERM) before every case ran: which signal, and how many
   // of how many cases the report holds. An interrupted run never passes.

@@ -131,6 +131,8 @@ class JsonWriter : public ReportWriter {
                  {"device", m.device}, {"torch", m.torch}, {"date", m.date},
                  {"timing", m.timing}, {"seed", m.seed},   {"self_check", m.self_check}};
     if (!m.interrupted.empty()) j["meta"]["interrupted"] = m.interrupted;
+    if (!m.seed_source.empty()) j["meta"]["seed_source"] = m.seed_source;
+    if (!m.isolation.empty()) j["meta"]["isolation"] = m.isolation;
     const Overall o = r.overall();
     nlohmann::ordered_json perf = nlohmann::ordered_json::array();
     for (const auto& [p, f] : o.perf_at) perf.push_back({{"p", p}, {"fraction", f}});
@@ -275,6 +277,7 @@ class MarkdownWriter : public ReportWriter {
     s << "# bbreplay report\n\n<!-- bbreplay-report schema " << kReportSchema << " -->\n\n";
     s << "Trace `" << m.trace << "`, backend `" << m.backend << "`, device " << m.device << ", seed " << m.seed
       << ", torch " << m.torch << ", " << m.date << ", " << m.tool << ".  \nTiming: " << m.timing << "\n\n";
+    if (!m.isolation.empty()) s << "Isolation of the kernel's processes: " << m.isolation << "\n\n";
     s << "| op | cases | passed | failed | crashed | skipped | flagged | native µs | generated µs | speedup |\n";
     s << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& o : r.ops())

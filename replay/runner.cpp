@@ -1,5 +1,6 @@
 // One replay case as a sequence of named steps (replay/case_steps.h says which file holds each):
-//   build inputs -> run native -> run the kernel -> integrity (compare included) -> time -> summarize.
+//   build inputs -> run native -> run the kernel (in its process) -> integrity (compare included) -> time
+//   -> what the case left in the kernel's process -> summarize.
 // Each step returns what it found; the first that finds something ends the case.
 #include "replay/runner.h"
 
@@ -12,6 +13,8 @@
 #include "replay/poison.h"
 #include "replay/process_state.h"
 #include "replay/random_judge.h"
+#include "replay/remote_kernel.h"
+#include "replay/spent.h"
 #include "tracer/format/trace_summary.h"
 
 namespace bb::replay {
@@ -27,8 +30,8 @@ struct Built {
 
 // What one side's first call gave, or why the case ends there (its status and reason).
 struct FirstCall {
-  Called called;
-  Snapshot returned;  // the kernel's: its results as it returned (snapshot())
+  Called called;                    // native's
+  std::optional<RemoteRun> remote;  // the kernel's
   std::optional<Status> ended;
   std::string why;
 };
@@ -60,7 +63,7 @@ Built build_inputs(const trace::TraceEntry& entry, const std::string& variant, c
         b.skipped = why;
       return b;
     }
-    b.inputs = inputs_for(CaseContext{*b.bound, variant, nullptr, o}, o.seed);
+    b.inputs = inputs_for(*b.bound, variant, o, o.seed);
   } catch (const std::invalid_argument& e) {
     b.skipped = e.what();
   }
@@ -93,13 +96,13 @@ FirstCall run_native(const CaseContext& c, const trace::TraceEntry& entry, Value
   return f;
 }
 
-// Step 3: the kernel's first call, on its own copy, with new memory poisoned (not holding old results).
-FirstCall run_kernel(const CaseContext& c, Values& args, const Values& native) {
+// Step 3: the kernel's first call, in its process, on the same inputs, with new memory poisoned (not
+// holding old results).
+FirstCall run_kernel(const CaseContext& c, const Values& inputs, const Values& native) {
   FirstCall f;
   try {
-    PoisonScope poison(kPoisonA, c.options.device, poison_reserve(native));
-    f.called = call(c.op(), c.kernel, args, c.options);
-    if (c.options.check) f.returned = snapshot(c, f.called.results);
+    const int64_t id = c.kernel.prepare(inputs);
+    f.remote = c.kernel.run(id, kPoisonA, poison_reserve(native));
   } catch (const bb::Decline& d) {
     f.ended = Status::Skipped;
     f.why = std::string("declined: ") + d.what();
@@ -110,20 +113,29 @@ FirstCall run_kernel(const CaseContext& c, Values& args, const Values& native) {
   return f;
 }
 
+// The kernel's results on a copy of `inputs` (its own argument set, released after), for the judge of
+// random ops.
+Values run_remote(KernelProcess& kernel, const Values& inputs, std::string& seen, CaseResult& r) {
+  const int64_t id = kernel.prepare(inputs);
+  RemoteRun run = kernel.run(id);
+  kernel.release(id);
+  if (seen.empty()) seen = run.called.native_call;
+  if (r.aten_allowed.empty()) r.aten_allowed = run.called.allowed_aten;
+  return run.called.results;
+}
+
 // Steps 2-4 for a random op of replay/random_ops.h: judged by its properties (random_judge.h) with this
 // runner's calls and native-call watch, then timed like any op (without comparing the timed runs' values).
-CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bound,
-                             const backends::LoadedKernel* kernel, const RunOptions& o, CaseResult r) {
+CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bound, KernelProcess& kernel,
+                             bool self_check, const RunOptions& o, CaseResult r) {
   std::string seen;  // the first ATen compute op the kernel handed its work to, on any of its calls
   const std::string traced = "traced";
   const RandomSides sides{[&](const BoundCall& b, uint64_t seed) {
-                            return inputs_for(CaseContext{b, traced, kernel, o}, seed);
+                            return inputs_for(b, traced, o, seed);
                           },
                           [&](const BoundCall& b, const Values& in, bool k) {
-                            Called called = call(b.op, k ? kernel : nullptr, copies(in), o);
-                            if (seen.empty()) seen = called.native_call;
-                            if (r.aten_allowed.empty()) r.aten_allowed = called.allowed_aten;
-                            return called.results;
+                            if (!k) return call_native(b.op, copies(in), o.device);
+                            return run_remote(kernel, in, seen, r);
                           }};
   try {
     const RandomVerdict v = judge_random(bound, sides, o.seed, r);
@@ -139,13 +151,13 @@ CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bo
     if (!o.time) return r;
     RunOptions unchecked = o;  // the timed runs' values are random: not compared with native's
     unchecked.check = false;
-    const CaseContext c{bound, traced, kernel, unchecked};
-    Called first = call(bound.op, kernel, copies(inputs_for(c, o.seed)), o);
-    if (!first.native_call.empty()) {
-      const Finding f = native_call_seen(first.native_call, "its first call");
+    const CaseContext c{bound, traced, kernel, self_check, unchecked};
+    RemoteRun first = kernel.run(kernel.prepare(inputs_for(bound, traced, o, o.seed)));
+    if (!first.called.native_call.empty()) {
+      const Finding f = native_call_seen(first.called.native_call, "its first call");
       return summarize(r, Status::Failed, f.why, f.flags);
     }
-    const Finding f = time_case(c, first.results, r);
+    const Finding f = time_case(c, first, r);
     if (f.found()) return summarize(r, Status::Failed, f.why, f.flags);
     return r;
   } catch (const bb::Decline& d) {
@@ -159,58 +171,83 @@ CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bo
 
 namespace {
 
-CaseResult run_case_steps(const trace::TraceEntry& entry, const std::string& variant,
-                          const backends::LoadedKernel* kernel, const RunOptions& o) {
-  CaseResult r;
-  r.op = entry.op;
-  r.signature = trace::signature_text(entry);
-  r.variant = variant;
-  r.calls = entry.count;
-
+CaseResult run_case_steps(const trace::TraceEntry& entry, const std::string& variant, KernelProcess& kernel,
+                          bool self_check, const RunOptions& o, CaseResult r) {
   Built built = build_inputs(entry, variant, o);
   if (!built.skipped.empty()) return summarize(r, Status::Skipped, built.skipped);
-  if (built.random) return judge_random_case(entry, *built.bound, kernel, o, r);
-  const CaseContext c{*built.bound, variant, kernel, o};
+  if (built.random) return judge_random_case(entry, *built.bound, kernel, self_check, o, r);
+  const CaseContext c{*built.bound, variant, kernel, self_check, o};
   const Values& inputs = built.inputs;
 
   Values native_args = copies(inputs);
   FirstCall native = run_native(c, entry, native_args);
   if (native.ended) return summarize(r, *native.ended, native.why);
 
-  Values args = copies(inputs);
-  FirstCall generated = run_kernel(c, args, native.called.results);
+  FirstCall generated = run_kernel(c, inputs, native.called.results);
   if (generated.ended) return summarize(r, *generated.ended, generated.why);
-  if (!generated.called.native_call.empty()) {
-    const Finding f = native_call_seen(generated.called.native_call, "its first call");
+  RemoteRun& first = *generated.remote;
+  if (!first.called.native_call.empty()) {
+    const Finding f = native_call_seen(first.called.native_call, "its first call");
     return summarize(r, Status::Failed, f.why, f.flags);
   }
-  r.aten_allowed = generated.called.allowed_aten;
+  r.aten_allowed = first.called.allowed_aten;
 
-  if (o.check) {
-    const Finding f =
-        check(c, inputs, native.called.results, native_args, args, generated.called.results, generated.returned, r);
-    if (f.found()) return summarize(r, Status::Failed, f.why, f.flags);
-  }
+  // (--perf-only compares the first call too, and every timed run's: no figure of a kernel whose results
+  // were not checked)
+  const Finding f = check(c, inputs, native.called.results, native_args, first, r, o.thorough);
+  if (f.found()) return summarize(r, Status::Failed, f.why, f.flags);
   r.status = Status::Passed;
   // Only the traced shapes are timed: they are what the program runs; the variants exist to be checked.
   if (o.time && variant == "traced") {
-    const Finding f = time_case(c, generated.called.results, r);
-    if (f.found()) return summarize(r, Status::Failed, f.why, f.flags);
+    const Finding t = time_case(c, first, r);
+    if (t.found()) return summarize(r, Status::Failed, t.why, t.flags);
   }
   return r;
 }
 
+// The case's result, failed with a finding about the kernel's process.
+CaseResult with_finding(CaseResult r, const RemoteFinding& f, const std::string& when) {
+  const auto flag = verify::flag_from_name(f.flag);
+  return summarize(r, Status::Failed, when + f.why + (r.message.empty() ? "" : " (the case had said: " + r.message + ")"),
+                   flag ? std::vector<verify::Flag>{*flag} : std::vector<verify::Flag>{});
+}
+
 }  // namespace
 
-CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, const backends::LoadedKernel* kernel,
-                    const RunOptions& o) {
-  CaseResult r = run_case_steps(entry, variant, kernel, o);
-  // Process-wide state the case's calls changed is set back, and the case fails: native's calls change
-  // none of it, and in the self-check (no kernel) the flag says the check accused native.
+CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, KernelProcess& kernel,
+                    bool self_check, const RunOptions& o) {
+  CaseResult r;
+  r.op = entry.op;
+  r.signature = trace::signature_text(entry);
+  r.variant = variant;
+  r.calls = entry.count;
+  try {
+    Spent spent(phase::kTransfer);
+    if (auto problem = kernel.bind(entry.op))
+      return summarize(r, problem->first ? Status::Failed : Status::Skipped, problem->second);
+  } catch (const std::invalid_argument&) {
+    // (an op the kernel's torch does not know: building the inputs says why)
+  } catch (const KernelGone& g) {
+    return summarize(r, Status::Crashed, g.why);
+  }
+  try {
+    r = run_case_steps(entry, variant, kernel, self_check, o, r);
+    std::vector<RemoteFinding> found;
+    {
+      Spent spent(phase::kIntegrity);
+      found = kernel.end_case();
+    }
+    found.insert(found.begin(), kernel.load().findings.begin(), kernel.load().findings.end());
+    if (!found.empty() && r.status != Status::Skipped) r = with_finding(r, found.front(), "");
+  } catch (const KernelGone& g) {
+    // (in the self-check native ran there: the worker's loop charges it as native's crash)
+    return summarize(r, Status::Crashed, g.why);
+  }
+  // Process-wide state the case's calls changed in this process (where only native runs) is set back, and
+  // the case fails: native's calls change none of it.
   if (std::string what = restore_process_baseline(); !what.empty())
     return summarize(r, Status::Failed,
-                     std::string(kernel ? "the kernel" : "native (no kernel ran)") +
-                         " changed process-wide state that native's runs depend on: " + what +
+                     "native changed process-wide state that its runs depend on: " + what +
                          (r.message.empty() ? "" : " (the case had said: " + r.message + ")"),
                      {verify::Flag::EnvironmentTampering});
   return r;

@@ -19,6 +19,7 @@ inline constexpr const char* kEvict = "eviction and sync";      // cache evictio
 inline constexpr const char* kCompare = "comparison";           // results against native's, tolerances
 inline constexpr const char* kReference = "float64 reference";  // float64 and lower-precision references
 inline constexpr const char* kIntegrity = "integrity";          // poisoning, input-mutation and output checks
+inline constexpr const char* kTransfer = "transfer";            // values to and from the kernel's process
 }  // namespace phase
 
 class Spent {

@@ -33,7 +33,8 @@ std::string random_token() {
 
 }  // namespace
 
-Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env) {
+Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
+               const std::string& greeting) {
   ::signal(SIGPIPE, SIG_IGN);  // a dead worker must not take us down when we write to it
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
@@ -70,7 +71,7 @@ Worker::Worker(const std::vector<std::string>& argv, const std::vector<std::pair
   from_ = out[0];
   if (rc != 0) throw std::runtime_error(std::string("cannot start a worker: ") + strerror(rc));
   token_ = random_token();
-  const std::string first = token_ + "\n";
+  const std::string first = token_ + (greeting.empty() ? "" : " " + greeting) + "\n";
   if (::write(to_, first.data(), first.size()) != static_cast<ssize_t>(first.size())) {
     // (it died at once: the first ask finds out how)
   }
@@ -148,8 +149,9 @@ Worker::Outcome Worker::ask(const std::string& request, double timeout_s, std::s
       buffer_.erase(0, nl + 1);
       if (line.rfind(notes, 0) == 0) {
         const std::string note = line.substr(notes.size());
-        if (note == "ready" && !ready_) {  // the request's own clock starts now
+        if ((note == "ready" || note.rfind("ready ", 0) == 0) && !ready_) {  // the request's own clock starts now
           ready_ = true;
+          ready_info_ = note.size() > 6 ? note.substr(6) : "";
           deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
         } else {
           note_ = note;

@@ -25,9 +25,10 @@ std::string note_prefix(const std::string& token);   // "@<token> "
 class Worker {
  public:
   // Starts `argv` with pipes on its stdin and stdout (its stderr is ours), in our environment with
-  // `env`'s variables set to its values.
+  // `env`'s variables set to its values. Its first line is the token, then ` ` and `greeting` if given
+  // (bbreplay's reference workers get the run's secret seed so, never on their command line).
   explicit Worker(const std::vector<std::string>& argv,
-                  const std::vector<std::pair<std::string, std::string>>& env = {});
+                  const std::vector<std::pair<std::string, std::string>>& env = {}, const std::string& greeting = "");
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -45,6 +46,8 @@ class Worker {
   static constexpr double kStartupSeconds = 600;
   // The last note of the current or last request ("" when none).
   const std::string& last_note() const { return note_; }
+  // What the worker's "ready" note said after the word (""; or none yet).
+  const std::string& ready_info() const { return ready_info_; }
 
  private:
   void kill_all();
@@ -58,6 +61,7 @@ class Worker {
   bool ready_ = false;
   std::string buffer_;
   std::string note_;
+  std::string ready_info_;
 };
 
 }  // namespace bb::replay

@@ -36,7 +36,8 @@ struct Findings {
   std::string escaping;   // why the call's work escaped it; empty when it did not
   std::string tampering;  // the environment-changing calls it made
   std::string library;    // the vendor-library kernels it launched
-  bool any() const { return !escaping.empty() || !tampering.empty() || !library.empty(); }
+  std::string blinded;    // launches CUPTI made no record of: its records were switched off around them
+  bool any() const { return !escaping.empty() || !tampering.empty() || !library.empty() || !blinded.empty(); }
 };
 
 // Device work ending more than this after the caller's stream finished counts as escaped (CUPTI

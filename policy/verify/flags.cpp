@@ -5,11 +5,12 @@
 namespace bb::verify {
 namespace {
 
-constexpr size_t kFlags = static_cast<size_t>(Flag::ImpossibleSpeed) + 1;
+constexpr size_t kFlags = static_cast<size_t>(Flag::TimerTampering) + 1;
 // In the order of the enum.
 constexpr std::array<const char*, kFlags> kNames{
     "native-call",         "cached-result", "unwritten-output",      "input-mutation",   "aliasing",
-    "precision-downgrade", "escaping-work", "environment-tampering", "impossible-speed",
+    "precision-downgrade", "escaping-work", "environment-tampering", "impossible-speed", "dispatcher-override",
+    "timer-tampering",
 };
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 namespace bb::verify {
 
-enum class Flag {        // (flags.cpp names them in this order; ImpossibleSpeed last)
+enum class Flag {        // (flags.cpp names them in this order; TimerTampering last)
   NativeCall,            // it handed its work to ATen or a vendor library
   CachedResult,          // a result that does not follow the inputs
   UnwrittenOutput,       // output memory it never wrote
@@ -18,6 +18,8 @@ enum class Flag {        // (flags.cpp names them in this order; ImpossibleSpeed
   EscapingWork,          // work the caller does not wait for (CUDA streams; CPU: results written after the return)
   EnvironmentTampering,  // CUDA: changed limits, cache configuration, L2 persistence, ...
   ImpossibleSpeed,       // CUDA: faster than writing its results can be
+  DispatcherOverride,    // registered a kernel over one of ATen's own (native would run it)
+  TimerTampering,        // changed what the clock or the timer reads (bbreplay's code, CUPTI), or times disagree with a clock outside its process
 };
 
 // "native-call", "cached-result", ... (the names reports and docs use).

@@ -73,6 +73,23 @@ class Corpus(TempDirTest):
                             undocumented.setdefault(c["op"], c["message"][:200])
         self.assertEqual(undocumented, {}, "traced calls skipped but not listed in docs/replay.md")
 
+    def test_native_timed_against_native_raises_no_flag(self):
+        # Timed, native in the reference worker against native in the kernel worker: the checks of the timed
+        # runs (the outside clocks among them: timer-tampering) must accuse neither.
+        for model in ("mobilenet_v3_small", "bert"):
+            with self.subTest(model=model):
+                out = self.dir / "timed.json"
+                env = dict(base_env(), OMP_NUM_THREADS="1")
+                r = run([BUILD / "bin" / "bbreplay", MODELS / f"{model}.yaml", "--device", DEVICE, "--variants",
+                         "traced", "--repetitions", "3", "--json", out], env, timeout=1800)
+                self.assertIn(r.returncode, (0, 1), r.stderr[-3000:])
+                data = json.loads(out.read_text())
+                bad = [c for c in data["cases"] if c["status"] not in ("passed", "skipped") or c["flags"]]
+                self.assertEqual(bad, [], r.stdout[-3000:])
+                self.assertEqual(r.returncode, 0)
+                timed = [c for c in data["cases"] if c["generated"] is not None]
+                self.assertGreater(len(timed), 50)
+
     def test_arguments_made_by_their_forward_op(self):
         # Pooling indices, saved statistics and softmax outputs drawn at random crashed native's CPU
         # kernels; made by the forward op (replay/derived_args.cpp) every case is valid.

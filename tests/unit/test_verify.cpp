@@ -31,8 +31,10 @@ TEST_CASE("every flag has one name, and the name gives the flag back") {
     REQUIRE(flag_from_name(name).has_value());
     CHECK(*flag_from_name(name) == f);
   }
-  CHECK(names.size() == 9);
+  CHECK(names.size() == 11);
   CHECK(std::string(flag_name(Flag::CachedResult)) == "cached-result");
+  CHECK(std::string(flag_name(Flag::DispatcherOverride)) == "dispatcher-override");
+  CHECK(std::string(flag_name(Flag::TimerTampering)) == "timer-tampering");
   CHECK_FALSE(flag_from_name("cached_result").has_value());
   CHECK(flag_names({Flag::NativeCall, Flag::Aliasing}, ", ") == "native-call, aliasing");
   CHECK(flag_names({}, ", ").empty());
@@ -111,4 +113,50 @@ TEST_CASE("strides are compared only where they mean something") {
   CHECK(stride_mismatch({row}, {row.clone()}).empty());
   CHECK(stride_mismatch({row}, {col}) == "result 0 has strides [1, 2], native [3, 1]");
   CHECK(stride_mismatch({at::ones({1, 3})}, {at::ones({3, 1}).t()}).empty());  // a dimension of 1
+}
+
+TEST_CASE("overlap: any shared byte counts, not only the same range") {
+  at::Tensor base = at::arange(16, at::kFloat);
+  CHECK(bb::verify::overlap(base.narrow(0, 0, 8), base.narrow(0, 4, 8)));   // partly
+  CHECK(bb::verify::overlap(base, base.narrow(0, 3, 2)));                   // one inside the other
+  CHECK(bb::verify::overlap(base.narrow(0, 3, 2), base));
+  at::Tensor other = at::arange(16, at::kFloat);
+  CHECK_FALSE(bb::verify::overlap(base, other));
+  // storages that touch without sharing a byte
+  at::Tensor buffer = at::empty({32}, at::kFloat);
+  at::Tensor left = at::empty({0}, at::kFloat), right = at::empty({0}, at::kFloat);
+  left.set_(c10::Storage(c10::Storage::use_byte_size_t(), 64,
+                         c10::DataPtr(buffer.data_ptr(), buffer.device()), nullptr, false),
+            0, {16}, {1});
+  right.set_(c10::Storage(c10::Storage::use_byte_size_t(), 64,
+                          c10::DataPtr(static_cast<char*>(buffer.data_ptr()) + 64, buffer.device()), nullptr, false),
+             0, {16}, {1});
+  CHECK_FALSE(bb::verify::overlap(left, right));
+  at::Tensor straddle = at::empty({0}, at::kFloat);
+  straddle.set_(c10::Storage(c10::Storage::use_byte_size_t(), 8,
+                             c10::DataPtr(static_cast<char*>(buffer.data_ptr()) + 60, buffer.device()), nullptr, false),
+                0, {2}, {1});
+  CHECK(bb::verify::overlap(left, straddle));
+  CHECK(bb::verify::overlap(right, straddle));
+}
+
+TEST_CASE("aliasing: two results in one memory are found, and found where native's are not") {
+  at::Tensor x = at::ones({4});
+  const auto& two = schema_of("aten::var_mean", "correction");
+  at::Tensor a = at::ones({3}), b = a.narrow(0, 1, 1);
+  const auto both = aliasing(two, {x}, {a, b}, 2);
+  REQUIRE(both.size() == 1);
+  CHECK(both[0] == "result 1 shares memory with result 0");
+  CHECK(aliasing_native_lacks(two, {x}, {at::ones({3}), at::ones({1})}, {x}, {a, b}, 2) ==
+        "result 1 shares memory with result 0");
+}
+
+TEST_CASE("float32's tolerance is torch.testing's: an error of 2e-5 relative fails, 1e-7 passes") {
+  // (pins the value: the review loosened it 77-fold, to 1e-4, and every test still passed)
+  const bb::verify::Tolerance t = default_tolerance(at::kFloat);
+  at::Tensor x = at::linspace(1, 100, 64);
+  CHECK_FALSE(compare_tensors(x, x * (1 + 1e-7), t));
+  CHECK(compare_tensors(x, x * (1 + 2e-5), t));
+  CHECK(compare_tensors(x.to(at::kHalf), (x * (1 + 2e-3)).to(at::kHalf), default_tolerance(at::kHalf)));
+  CHECK(compare_tensors(x.to(at::kDouble), x.to(at::kDouble) * (1 + 1e-6), default_tolerance(at::kDouble)));
 }

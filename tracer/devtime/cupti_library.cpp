@@ -171,6 +171,23 @@ class RealCupti : public CuptiApi {
   }
   uint32_t last_linked() const override { return g_last_linked.load(); }
 
+  std::string ownership() const override {
+    if (!subscriber_ || detached()) return "";
+    for (auto [domain, id] : {std::pair{CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches[0]},
+                              std::pair{CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches[0]}}) {
+      uint32_t on = 0;
+      if (g_fns.getCallbackState(&on, subscriber_, domain, id) != CUPTI_SUCCESS || !on)
+        return "CUPTI's launch callbacks are no longer bbreplay's (its subscriber was removed or its callback "
+               "turned off)";
+    }
+    CUpti_SubscriberHandle other = nullptr;  // the one slot must still be taken (by bbreplay)
+    if (g_fns.subscribe(&other, &on_watched, nullptr) == CUPTI_SUCCESS) {
+      g_fns.unsubscribe(other);
+      return "CUPTI's subscriber slot was free: bbreplay's subscriber had been removed";
+    }
+    return "";
+  }
+
  private:
   // Also CUPTI's overhead records, where this CUPTI has them (what measuring cost; not needed).
   template <size_t N>
@@ -259,6 +276,7 @@ std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, Cupt
       {"cuptiSubscribe", reinterpret_cast<void**>(&g_fns.subscribe)},
       {"cuptiUnsubscribe", reinterpret_cast<void**>(&g_fns.unsubscribe)},
       {"cuptiEnableCallback", reinterpret_cast<void**>(&g_fns.enableCallback)},
+      {"cuptiGetCallbackState", reinterpret_cast<void**>(&g_fns.getCallbackState)},
       {"cuptiFinalize", reinterpret_cast<void**>(&g_fns.finalize)},
   };
   for (const Want& w : want) {

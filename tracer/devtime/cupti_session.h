@@ -50,6 +50,9 @@ class CuptiApi {
   // The correlation id of the latest launch tied to an op (launch ids grow): before detaching,
   // sampled timing waits for the records of the window's launches up to this one.
   virtual uint32_t last_linked() const { return 0; }
+  // "" while its subscriber still holds CUPTI's subscriber slot with its launch callbacks on; else what
+  // changed (a client that unsubscribed it, or turned its callbacks off, would blind the watch).
+  virtual std::string ownership() const { return ""; }
 };
 
 // Which calls are timed (docs/device-time.md).

@@ -36,6 +36,7 @@ struct Fns {
   CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
   CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
   CUptiResult (*enableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
+  CUptiResult (*getCallbackState)(uint32_t*, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId);
   CUptiResult (*finalize)();
 };
 

@@ -16,7 +16,8 @@ at::Tensor relu_alarm(const at::Tensor& x) {
   for (int64_t d : x.sizes()) key += "," + std::to_string(d);
   static std::mutex mu;
   static std::set<std::string> seen;
-  {
+  // (an empty input holds no values: there is nothing a cache could have kept from it)
+  if (c.numel() > 0) {
     std::lock_guard<std::mutex> lock(mu);
     if (!seen.insert(key).second) throw std::runtime_error("given input values it was given before");
   }

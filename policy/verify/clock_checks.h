@@ -1,0 +1,33 @@
+// Host-timed runs of a kernel checked against clocks outside its process (bbreplay's reference worker
+// reads them; docs/integrity.md, "Who runs what"): a time the kernel's process reports cannot be much
+// shorter than the CPU time its calling thread spent meanwhile (by the OS's account), nor than the
+// reference's own clock around the request. What a run costs beyond the call itself (waking, reading the
+// request, answering: on a virtual machine tens of µs, and noisy) is measured by a "dry" run of nothing
+// made the same way right after each real one. Pure functions, tested without a process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace bb::verify {
+
+// One timed run: the time the kernel's process reported; the reference's clock from the request to the
+// first reply, less the time the kernel's calling thread and the reference's waited for a CPU meanwhile
+// (a busy machine); the CPU time of the kernel's calling thread over that window (negative: unknown).
+struct OutsideRun {
+  double reported_us = 0, wall_us = 0, thread_cpu_us = -1;
+};
+
+// Allowances: what the paired excess may reach before it is a disagreement, beyond these and a fraction of
+// the reported median (5 % of the thread's, 10 % of the wall's). Waking a thread and answering a request
+// cost 35-60 µs of thread CPU on the 2-core development VM, ±10-20 µs from one run to the next (what the
+// kernel worker's own clock saw of the same path: 8-10 µs); on a bare host a few µs.
+inline constexpr double kThreadSlackUs = 50, kWallSlackUs = 100;
+
+// "" when the reported times agree with both outside clocks, else why not. `dry[i]` is the run of nothing
+// made right after `runs[i]`; each pair's excess (what the outside clock saw beyond the reported time, less
+// what it saw beyond the dry run's) is judged on its lower quartile: noise inflates some runs, a clock wound
+// back every run inflates all. Three pairs at least.
+std::string clock_disagreement(const std::vector<OutsideRun>& runs, const std::vector<OutsideRun>& dry);
+
+}  // namespace bb::verify
