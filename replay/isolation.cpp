@@ -214,9 +214,12 @@ void lock_mounts(const Plan& p, bool fresh_proc) {
   if (!fresh_proc && !remount("/proc", true)) fail(p, "remount /proc read-only");
 }
 
-void drop_privileges(const Plan& p) {
+// `lenient`: a caller without CAP_SETPCAP (not root: it has no capability to lose) may not drop the
+// bounding set; that is no failure.
+void drop_privileges(const Plan& p, bool lenient = false) {
   for (int c = 0; c <= p.last_cap; ++c)
-    if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL) fail(p, "PR_CAPBSET_DROP");
+    if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL && !(lenient && errno == EPERM))
+      fail(p, "PR_CAPBSET_DROP");
   (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(p, "PR_SET_NO_NEW_PRIVS");
 }
@@ -284,6 +287,8 @@ void default_signals() {
   p.status = moved;  // at or above `high`: kept by set_fds until execve
   watch_parent(p);
   if (p.namespaces) setup_namespaces(p);
+  else
+    drop_privileges(p, true);  // (root without its capabilities: no ptrace of the parent, no raw devices)
   watch_parent(p);
   set_fds(p);
   sigprocmask(SIG_SETMASK, &p.mask, nullptr);

@@ -10,7 +10,9 @@
 // capabilities dropped. When it dies, the kernel kills every process of its PID namespace. As PID 1
 // it ignores signals that it has no handler for when they come from inside its namespace. Subreaper mode (where the host
 // refuses namespaces): the caller becomes a child subreaper, so that whatever the child detaches
-// (double fork, setsid) is reparented to the caller, where stray_children and kill_strays find it.
+// (double fork, setsid) is reparented to the caller, where stray_children and kill_strays find it; the
+// child's capabilities are dropped (a root caller's child keeps its uid, not its capabilities: it cannot
+// read the caller's memory nor attach to it) and it may gain no new privileges.
 // In both modes the child gets SIGKILL when the thread that spawned it ends (PR_SET_PDEATHSIG).
 #pragma once
 

@@ -108,6 +108,8 @@ json hello(State& s, const json& m) {
   s.run.policy = s.policy ? &*s.policy : nullptr;
   const std::string dir = m.value("backend", "");
   s.has_backend = !dir.empty();
+  if (std::string why = refuse_userfaultfd(); !why.empty())  // (before any code of the backend's runs)
+    std::cerr << "bbreplay: userfaultfd is not refused to the kernel's process: " << why << "\n";
   const DispatcherImage before = take_dispatcher_image();
   ProcessState pristine = process_state();
   std::string computed;
@@ -443,7 +445,8 @@ json case_end(State& s) {
   };
   s.sets.clear();
   s.watch.reset();
-  add("environment-tampering", restore_process_baseline());
+  if (std::string what = restore_process_baseline(); !what.empty())
+    add("environment-tampering", "the kernel changed its process's state (set back): " + what);
   // (the timing path, the GOT and the imported functions' entries after every case; all of bbreplay's code
   // after every 32nd)
   const std::string code = code_changes(s.code, ++s.cases % 32 == 0);

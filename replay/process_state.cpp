@@ -20,7 +20,10 @@ namespace bb::replay {
 namespace {
 
 constexpr unsigned kFlushBits = 0x8040;  // MXCSR: FTZ (bit 15) and DAZ (bit 6)
-constexpr int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP};
+// (SEGV, BUS, ILL: a handler there can compute results when they are first read. Not SYS: Triton's compiler
+// installs one on its first use, H200 2026-12-04; a seccomp filter that traps the clock shows in the
+// kernel worker's syscall watch instead, tamper.h)
+constexpr int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGILL};
 
 bool same_handler(const struct sigaction& a, const struct sigaction& b) {
   return reinterpret_cast<void*>(a.sa_handler) == reinterpret_cast<void*>(b.sa_handler) &&

@@ -29,10 +29,9 @@ struct ProcessState {
   bool record_function_callbacks = false;
   bool deterministic_algorithms = false, cudnn_enabled = false, cudnn_benchmark = false, cudnn_deterministic = false,
        mkldnn_enabled = false;
-  // Handlers of the signals a fault raises (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS, SIGTRAP): a kernel's
-  // handler can compute results when they are first read (protected pages), or answer a system call that a
-  // seccomp filter traps (the clock's).
-  std::array<struct sigaction, 6> fault_handlers{};
+  // Handlers of the signals a memory fault raises (SIGSEGV, SIGBUS, SIGILL): a kernel's handler can compute
+  // results when they are first read (protected pages).
+  std::array<struct sigaction, 3> fault_handlers{};
 };
 
 ProcessState process_state();

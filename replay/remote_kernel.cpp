@@ -206,6 +206,37 @@ std::string not_plain(pid_t pid, const std::vector<Range>& ranges, bool* shared)
   return clear ? "" : not_plain_by_maps(pid, ranges, shared);
 }
 
+// Pages of the results (spans of [address, bytes]) that were not in memory as the call returned: the clock's
+// reads touched every one of them, so one missing was dropped after the clock stopped (to be filled again
+// when read, by a handler of the kernel's). Swapped-out pages count as there.
+std::string absent_pages(pid_t pid, const json& spans) {
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string why;
+  std::vector<uint64_t> entries;
+  for (const auto& s : spans) {
+    const uint64_t lo = s.at(0), bytes = s.at(1);
+    if (!bytes) continue;
+    for (uint64_t page = lo / 4096, last = (lo + bytes - 1) / 4096; page <= last && why.empty();) {
+      const uint64_t n = std::min<uint64_t>(last - page + 1, 8192);
+      entries.resize(n);
+      if (::pread(fd, entries.data(), n * 8, static_cast<off_t>(page * 8)) != static_cast<ssize_t>(n * 8)) break;
+      for (uint64_t k = 0; k < n && why.empty(); ++k)
+        if (!(entries[k] >> 62 & 3)) {
+          std::ostringstream w;
+          w << "a page of the kernel's results (at 0x" << std::hex << (page + k) * 4096
+            << ") was not in memory as it returned, although the clock's reads had touched it: it was dropped after "
+               "the clock stopped (results that compute themselves when read)";
+          why = w.str();
+        }
+      page += n;
+    }
+    if (!why.empty()) break;
+  }
+  ::close(fd);
+  return why;
+}
+
 // ------------------------------------------------------------------ replicas
 
 struct Group {
@@ -553,7 +584,7 @@ std::string KernelProcess::sample(const json& returned) {
     return std::string("the kernel's results could not be read as it returned (") + std::strerror(errno) +
            "): results must be plain memory of its process";
   }
-  return "";
+  return absent_pages(pid_, spans);
 }
 
 RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described) {
@@ -809,9 +840,9 @@ bool same_bytes(const Values& a, const Values& b) {
       if (size < sizeof by_size / sizeof by_size[0] && by_size[size] != at::kByte) t = t.view(by_size[size]);
       else if (size == 1)
         t = t.view(at::kByte);
-      return t.reshape({-1}).cpu().contiguous();
+      return t.reshape({-1}).contiguous();  // (on its device: at::equal compares there)
     };
-    if (!at::equal(bytes(x[k]), bytes(y[k]))) return false;
+    if (x[k].device() != y[k].device() || !at::equal(bytes(x[k]), bytes(y[k]))) return false;
   }
   return true;
 }

@@ -4,6 +4,13 @@
 #include <dirent.h>
 #include <elf.h>
 #include <link.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+
+#include <cerrno>
+#include <cstddef>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -198,14 +205,16 @@ std::string code_changes(const CodeImage& before, bool whole) {
   return what;
 }
 
-SyscallWatch syscall_watch() { return {status_field("Seccomp"), status_field("TracerPid")}; }
+SyscallWatch syscall_watch() {
+  return {status_field("Seccomp"), status_field("Seccomp_filters"), status_field("TracerPid")};
+}
 
 std::string syscall_changes(const SyscallWatch& before) {
   const SyscallWatch now = syscall_watch();
   std::string what;
-  if (now.seccomp != before.seccomp)
-    what += "a seccomp filter was installed (mode " + before.seccomp + " -> " + now.seccomp + ": system calls, the clock's "
-            "among them, can be intercepted)";
+  if (now.seccomp != before.seccomp || now.filters != before.filters)
+    what += "a seccomp filter was installed (mode " + before.seccomp + " -> " + now.seccomp + ", filters " + before.filters +
+            " -> " + now.filters + ": system calls, the clock's among them, can be intercepted)";
   if (now.tracer != before.tracer)
     what += std::string(what.empty() ? "" : "; ") + "a tracer attached (TracerPid " + now.tracer + ")";
   return what;
@@ -225,6 +234,35 @@ std::string userfaultfds() {
   }
   ::closedir(d);
   return found;
+}
+
+std::string refuse_userfaultfd() {
+#if defined(__x86_64__) || defined(__aarch64__)
+#if defined(__x86_64__)
+  constexpr uint32_t kArch = AUDIT_ARCH_X86_64;
+#else
+  constexpr uint32_t kArch = AUDIT_ARCH_AARCH64;
+#endif
+  constexpr uint32_t kIocNew = 0xAA00;  // USERFAULTFD_IOC_NEW, /dev/userfaultfd's
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_userfaultfd, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kIocNew, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
+  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) return std::string("seccomp: ") + std::strerror(errno);
+  return "";
+#else
+  return "no seccomp filter for this architecture";
+#endif
 }
 
 DispatcherImage take_dispatcher_image() {

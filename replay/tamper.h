@@ -38,15 +38,21 @@ CodeImage take_code_image(bool whole = true);
 // time, the whole code when `whole`.
 std::string code_changes(const CodeImage& before, bool whole);
 
-// This process's seccomp mode and tracer (/proc/self/status); "" or what differs from `before`.
+// This process's seccomp mode and number of filters, and its tracer (/proc/self/status); "" or what
+// differs from `before`.
 struct SyscallWatch {
-  std::string seccomp, tracer;
+  std::string seccomp, filters, tracer;
 };
 SyscallWatch syscall_watch();
 std::string syscall_changes(const SyscallWatch& before);
 
 // "" or which of this process's file descriptors are userfaultfds.
 std::string userfaultfds();
+
+// Refuses this process and its children userfaultfd (the system call, and /dev/userfaultfd's ioctl): memory
+// whose pages a handler of the kernel's fills when they are first read, by bbreplay too, could hold results
+// computed after the clock stopped. A seccomp filter; "" or why it could not be installed.
+std::string refuse_userfaultfd();
 
 // Every aten operator's registrations (how many kernels are registered for it) and which dispatch keys
 // have a backend fallback.

@@ -72,9 +72,12 @@ Findings inspect(const Window& w) {
     std::set<std::string> names(w.environment.begin(), w.environment.end());
     f.tampering = "called " + joined(names) + " during the call (changes what timing and results depend on)";
   }
-  if (w.launches.size() > w.activities.size())
-    f.blinded = "CUPTI recorded " + std::to_string(w.activities.size()) + " kernels, copies and sets of the " +
-                std::to_string(w.launches.size()) + " launched: its records were switched off around some";
+  // (every launch makes one record; a library's launch of nothing makes none: cuBLAS's bf16 addmm made 2
+  // launches and 1 record on the H200, 2026-12-04. So: no record at all, or more than a quarter missing.)
+  const size_t launched = w.launches.size(), recorded = w.activities.size();
+  if (launched > recorded && (recorded == 0 || (launched - recorded >= 2 && 4 * (launched - recorded) > launched)))
+    f.blinded = "CUPTI recorded " + std::to_string(recorded) + " kernels, copies and sets of the " +
+                std::to_string(launched) + " launched: its records were switched off around some";
   std::set<std::string> libs;
   for (const auto& a : w.activities)
     if (library_kernel(a.name)) libs.insert(a.name);

@@ -21,7 +21,9 @@ EXPECTED = {  # folder: (op, flag)
     "l2_tamper": ("aten::relu", "environment-tampering"),
     "library_call": ("aten::mm", "native-call"),
     "unwritten_output": ("aten::relu", "unwritten-output"),
-    "blind_profiler": ("aten::relu", "impossible-speed"),
+    # CUPTI's kernel records switched off around its launch: the launch has no record (H200, 2026-12-04: "CUPTI
+    # recorded 0 kernels, copies and sets of the 1 launched"); before that check, impossible-speed caught it
+    "blind_profiler": ("aten::relu", "timer-tampering"),
     "timed_native": ("aten::relu", "native-call"),  # ATen only in the warm-ups and timed runs
     "late_alias": ("aten::relu", "aliasing"),  # returns its input in the warm-ups and timed runs
     "buffer_ring": ("aten::relu", "aliasing"),  # a result's memory reused three calls later

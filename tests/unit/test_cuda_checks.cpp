@@ -74,3 +74,15 @@ TEST_CASE("the speed of light: writing the results at the measured bandwidth") {
   CHECK(speed_of_light_us(4e6, 0) == 0);
   CHECK(speed_of_light_us(0, 4e6) == 0);
 }
+
+TEST_CASE("launches CUPTI made no record of: records switched off around them") {
+  Window blind = honest();
+  blind.activities.clear();  // the kernel ran, CUPTI saw its launch and no record
+  CHECK(inspect(blind).blinded.find("CUPTI recorded 0 kernels, copies and sets of the 1 launched") == 0);
+  Window library = honest();  // a library's launch of nothing (cuBLAS's bf16 addmm: 2 launches, 1 record)
+  library.launches.push_back({1'006'000, 42});
+  CHECK(inspect(library).blinded.empty());
+  Window most = honest();  // four launches, one record: three hidden
+  for (int k = 0; k < 3; ++k) most.launches.push_back({1'006'000, 42});
+  CHECK_FALSE(inspect(most).blinded.empty());
+}
