@@ -26,6 +26,9 @@ EXPECTED = {  # folder: (op, flag)
     "precision_downgrade": ("aten::mul.Tensor", "precision-downgrade"),
     "late_native": ("aten::relu", "native-call"),   # honest on its first call only
     "clone_native": ("aten::clone", "native-call"),  # the op itself is never plumbing for its own kernel
+    # one memory for every result, mapped at a new address each call: a shared mapping (memfd), seen in
+    # the kernel's process's maps on its first call
+    "mirror_ring": ("aten::relu", "aliasing"),
 }
 TIMED = {  # caught only when the timed loop runs
     "late_replay": ("aten::relu", "cached-result"),
@@ -35,7 +38,6 @@ TIMED = {  # caught only when the timed loop runs
     "buffer_ring": ("aten::relu", "aliasing"),  # a ring of three persistent result buffers
     "escaping_thread": ("aten::relu", "escaping-work"),  # a worker thread finishes the results after the return
     "late_mutation": ("aten::relu", "input-mutation"),  # computes in its input, then copies out
-    "mirror_ring": ("aten::relu", "aliasing"),  # one memory for every result, mapped at a new address each call
     # process-wide state changed on its first call, caught at the end of that case (and set back):
     "allocator_swap": ("aten::relu", "environment-tampering"),  # a CPU allocator that slows native's allocations
     "thread_starve": ("aten::relu", "environment-tampering"),  # native left with one intra-op thread
@@ -43,7 +45,15 @@ TIMED = {  # caught only when the timed loop runs
 }
 # Cheats that change process-wide state once: the case of their first call is flagged; bbreplay sets the
 # state back, so the later cases run as any kernel does (a flagged case takes the op's speedup away).
-ONCE = {"allocator_swap", "thread_starve", "copy_hook"}
+# A registration over ATen's relu made on the first call is flagged at the end of that case (native runs in
+# another process: it slowed nothing); one made at load time fails every case.
+ONCE = {"allocator_swap", "thread_starve", "copy_hook", "late_override"}
+EXPECTED["dispatcher_override"] = ("aten::relu", "dispatcher-override")
+EXPECTED["late_override"] = ("aten::relu", "dispatcher-override")
+# The attacks on the judge's isolation (its clock, its inputs, its reports, results computed when read) are
+# tests/integration/test_isolation_cheats.py's.
+ISOLATION_CHEATS = {"got_clock", "stack_clock", "stack_clock_slack", "lazy_uffd", "lazy_uffd_hidden", "report_rewrite",
+                    "pool_pin", "predict_inputs", "perf_only_garbage"}
 # Cheats whose work escapes only when a thread is slower than the call's return: a case whose worker finished
 # before the call returned (a tiny relu on a busy 2-core machine) escaped nothing and may pass, but one flagged
 # case takes the op's speedup away.
@@ -60,7 +70,8 @@ class Integrity(ReplayOfProgram):
 
     def test_every_cheat_is_flagged_by_name(self):
         # cuda/: the GPU test's; python/: Python kernels, test_python_kernels.py's
-        cpu_cheats = [p.name for p in CHEATS.iterdir() if p.is_dir() and p.name not in ("cuda", "python")]
+        cpu_cheats = [p.name for p in CHEATS.iterdir()
+                      if p.is_dir() and p.name not in ("cuda", "python") and p.name not in ISOLATION_CHEATS]
         self.assertEqual(sorted({**EXPECTED, **TIMED, "lazy_fault": None}), sorted(cpu_cheats))
         for folder, (op, flag) in {**EXPECTED, **TIMED}.items():
             with self.subTest(cheat=folder):
@@ -155,23 +166,24 @@ torch.relu(torch.randn(65, 33).t())
 
 class LazyResults(ReplayOfProgram):
     """A kernel whose results compute themselves on first access (tests/cheats/lazy_fault: protected pages
-    and a fault handler) is timed until its results are there: its work counts, and it gains nothing."""
+    and a SIGSEGV handler) is flagged: a fault-signal handler is process state the kernel changed
+    (environment-tampering), and results that are not plain readable memory when the reference reads them
+    from outside the kernel's process are work that escaped the call (escaping-work). It gets no speedup."""
     PROGRAM = """
 import torch
 torch.manual_seed(0)
 torch.relu(torch.randn(1 << 21))
 """
 
-    def test_work_deferred_into_the_first_access_of_the_results_is_timed(self):
+    def test_work_deferred_into_the_first_access_of_the_results_is_flagged(self):
         data, r = self.replay("--device", "cpu", "--repetitions", "6", "--variants", "traced",
                               "--backend", CHEATS / "lazy_fault")
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         (case,) = [c for c in data["cases"] if c["op"] == "aten::relu"]
-        self.assertEqual(case["status"], "passed", case)  # its results are right when read
-        # Before its results were read inside the clock it returned in about 30 us where native's relu of
-        # 2M elements takes 1-3 ms on this VM: credited 65x. Now its work counts (a scalar loop and a
-        # fault): it cannot be twice as fast as native.
-        self.assertGreater(case["generated"]["median_us"], 0.5 * case["native"]["median_us"], case)
+        self.assertEqual(case["status"], "failed", case)
+        self.assertTrue({"environment-tampering", "escaping-work"} & set(case["flags"]), case)
+        # (it was credited 65x on this 2M-element relu when its results were first read after the clock)
+        self.assertIsNone({o["op"]: o for o in data["ops"]}["aten::relu"]["speedup_geomean"])
 
 
 if __name__ == "__main__":
