@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -206,9 +207,8 @@ std::string not_plain(pid_t pid, const std::vector<Range>& ranges, bool* shared)
   return clear ? "" : not_plain_by_maps(pid, ranges, shared);
 }
 
-// Pages of the results (spans of [address, bytes]) that were not in memory as the call returned: the clock's
-// reads touched every one of them, so one missing was dropped after the clock stopped (to be filled again
-// when read, by a handler of the kernel's). Swapped-out pages count as there.
+}  // namespace
+
 std::string absent_pages(pid_t pid, const json& spans) {
   const int fd = ::open(("/proc/" + std::to_string(pid) + "/pagemap").c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return "";
@@ -236,6 +236,8 @@ std::string absent_pages(pid_t pid, const json& spans) {
   ::close(fd);
   return why;
 }
+
+namespace {
 
 // ------------------------------------------------------------------ replicas
 
@@ -782,11 +784,48 @@ KernelProcess::HostRun KernelProcess::host_run(int64_t id, bool dry) {
 
 RemoteRun KernelProcess::reread(const RemoteRun& earlier) { return replicas(earlier.id, earlier.run, nullptr); }
 
+// Whether every thread of process `pid` is stopped (or gone): a SIGSTOP stops each thread as it next
+// runs, and on a busy machine a thread waiting for a core may wait a time slice or more (a kernel's
+// spinning threads did: 0.1-6.5 ms on the 2-core VM). A child of this process says so in one waitid();
+// any other is read in /proc.
+namespace {
+bool all_stopped(pid_t pid) {
+  siginfo_t si{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WSTOPPED | WEXITED | WNOHANG | WNOWAIT) == 0)
+    return si.si_pid == pid;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return true;
+  bool stopped = true;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(dir + "/" + e->d_name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) continue;  // (gone meanwhile)
+    const char state = stat[close + 2];
+    if (state != 'T' && state != 't' && state != 'Z' && state != 'X') {
+      stopped = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return stopped;
+}
+}  // namespace
+
+// Every process of the kernel's stopped, until native's timed run is over: a thread of theirs left
+// running would share the cores with native. Waits until each has stopped, 20 ms at most (a kernel
+// spinning on every core between its calls took 0.1-6.6 ms to stop on the 2-core VM, and native's median
+// read 2-6 times its own while it did not wait).
 void KernelProcess::pause() {
   if (pid_ <= 0) return;
   paused_ = living_descendants(pid_);
   paused_.push_back(pid_);
   for (pid_t p : paused_) ::kill(p, SIGSTOP);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  for (pid_t p : paused_)
+    while (!all_stopped(p) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
 
 void KernelProcess::resume() {

@@ -165,4 +165,10 @@ bool same_bytes(const Values& a, const Values& b);
 // returned again), leaving out those inside `later`'s own arguments (in-place results are there by design).
 bool reuses(const RemoteRun& earlier, const RemoteRun& later, size_t outputs);
 
+// Pages of process `pid`'s results (spans of [address, bytes]) that are not in memory ("" when all are):
+// as a call returns, the clock's reads have touched every one of them, so one missing was dropped after
+// the clock stopped (to be filled again when read, by a handler of the kernel's). Swapped-out pages count
+// as there.
+std::string absent_pages(pid_t pid, const wire::json& spans);
+
 }  // namespace bb::replay

@@ -36,6 +36,9 @@ TIMED = {  # caught only when the timed loop runs
     # honest on the checked calls too, then cheating in warm-ups and timed runs:
     "late_alias": ("aten::clone", "aliasing"),  # returns its input
     "buffer_ring": ("aten::relu", "aliasing"),  # a ring of three persistent result buffers
+    # a fresh result every call, but the previous one (which the caller holds) used as its workspace: seen
+    # as that result, read again after the next run, changed
+    "scratch_previous": ("aten::relu", "aliasing"),
     "escaping_thread": ("aten::relu", "escaping-work"),  # a worker thread finishes the results after the return
     "late_mutation": ("aten::relu", "input-mutation"),  # computes in its input, then copies out
     # process-wide state changed on its first call, caught at the end of that case (and set back):
@@ -52,7 +55,7 @@ EXPECTED["dispatcher_override"] = ("aten::relu", "dispatcher-override")
 EXPECTED["late_override"] = ("aten::relu", "dispatcher-override")
 # The attacks on the judge's isolation (its clock, its inputs, its reports, results computed when read) are
 # tests/integration/test_isolation_cheats.py's.
-ISOLATION_CHEATS = {"got_clock", "stack_clock", "stack_clock_slack", "lazy_uffd", "lazy_uffd_hidden", "report_rewrite",
+ISOLATION_CHEATS = {"got_clock", "stack_clock", "stack_clock_slack", "seccomp_clock", "busy_neighbour", "lazy_uffd", "lazy_uffd_hidden", "report_rewrite",
                     "pool_pin", "predict_inputs", "perf_only_garbage"}
 # Cheats whose work escapes only when a thread is slower than the call's return: a case whose worker finished
 # before the call returned (a tiny relu on a busy 2-core machine) escaped nothing and may pass, but one flagged

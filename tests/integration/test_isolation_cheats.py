@@ -4,11 +4,13 @@ pool, the input seed, --perf-only — are flagged by name or gain nothing; hones
 subprocess, a thread, a library of their own or allocate with malloc pass unflagged and are timed.
 CPU only (tests/cheats/README.md lists the cheats; tests/backends/honest_isolation the honest twins).
 
-One attack finds a hole that is still open; its test is an expected failure that says what is missing
-(the cheat's header says how it works): stack_clock_slack. Two found by the same red-team run are closed:
-lazy_uffd and lazy_uffd_hidden (userfaultfd is now refused to the kernel's process by a seccomp filter,
-and result pages dropped after the clock are seen as it returns), and predict_inputs under the subreaper
-as root (the kernel's process now loses its capabilities there)."""
+One attack class is still open within limits: a kernel may take up to the outside clocks' allowance (about
+50 us a run of thread CPU) off its own time. tests/cheats/stack_clock_slack does so, unflagged; it is not a
+test here (whether such a small theft is seen depends on the machine's noise), and docs/integrity.md gives
+its figures. What is tested is the boundary: 120 us taken off a 200 us run is caught. Two attacks found by
+the same red-team run are closed: lazy_uffd and lazy_uffd_hidden (userfaultfd is now refused to the
+kernel's process by a seccomp filter, and result pages dropped after the clock are seen as it returns), and
+predict_inputs under the subreaper as root (the kernel's process now loses its capabilities there)."""
 import json
 import os
 import time
@@ -101,19 +103,19 @@ class SmallCheats(IsolationReplay):
         for c in self.assert_flagged(data, r, ["timer-tampering"], every_case=True):
             self.assertIn("outside the kernel's process", c["message"], c)
 
-    @unittest.expectedFailure
-    def test_stack_clock_within_the_allowance_gains_nothing(self):
-        # OPEN: winding the caller's t0 forward by up to 40 us a call stays under what the outside clocks
-        # allow (beyond the paired dry run: 50 us CPU / 100 us wall + 5-10%, on the lower quartile):
-        # unflagged, it reads 2-2.5 us on relu(1000) where its honest twin (the same loop,
-        # backends/cpu_reference) reads 7.5-10 us and native 7-9 us, and 20-40 us less than its loop takes
-        # on relu(16384).
-        data, r = self.replay(CHEATS / "stack_clock_slack")
-        honest, _ = self.replay(CPU_REFERENCE, out="honest.json")
-        if r.returncode == 1 and self.summary(data)["speedup_geomean"] is None:
-            return  # flagged: fine
-        self.assertGreater(self.median(data, 1000), 0.7 * self.median(honest, 1000),
-                           (self.cases(data), self.cases(honest)))
+    def test_stack_clock_beyond_the_allowance_is_seen_too(self):
+        # 120 us of a 200 us run, 2.4 times the thread-CPU allowance (50 us + 5%): so the allowances cannot
+        # grow unnoticed (stack_clock_slack, 40 us a call, stays under them: docs/integrity.md)
+        data, r = self.replay(CHEATS / "stack_clock", env={"STACK_CLOCK_THEFT_US": "120"})
+        for c in self.assert_flagged(data, r, ["timer-tampering"], every_case=True):
+            self.assertIn("outside the kernel's process", c["message"], c)
+
+    def test_seccomp_clock_is_timer_tampering(self):
+        # (its 20 us a run is inside the outside clocks' allowance: the filter itself is what is seen)
+        data, r = self.replay(CHEATS / "seccomp_clock")
+        flagged = self.assert_flagged(data, r, ["timer-tampering"])
+        self.assertTrue(any("seccomp filter was installed" in c["message"] for c in flagged),
+                        [c["message"][:300] for c in flagged])
 
     def test_report_rewrite_leaves_a_process_that_is_killed_and_flagged_in_both_isolation_modes(self):
         for mode in ("auto", "subreaper"):
@@ -190,22 +192,18 @@ class HonestTwins(IsolationReplay):
 class LazyResults(IsolationReplay):
     PROGRAM = BIG
 
-    def test_lazy_results_gain_nothing_in_either_isolation_mode(self):
+    def test_userfaultfd_is_refused_so_lazy_results_are_honest_work(self):
         # Under the subreaper, as root, a full userfaultfd served the reference's process_vm_readv too, so
         # every read agreed: lazy_uffd (userfaultfd closed once every page is real) passed unflagged in 8 of
         # 8 runs, timed 0.2-4 ms where its honest loop takes 9-12 ms; lazy_uffd_hidden (userfaultfd in a
         # thread's private descriptor table, pages dropped again after every full read) every time, at
         # 0.5-1.5 ms (2026-12-04). The kernel's process is now refused userfaultfd (a seccomp filter, before
-        # the backend loads), and result pages missing as the call returns are escaping-work.
+        # the backend loads), so both fall back to their honest loop: right, unflagged and timed as any
+        # kernel. (Were it not refused, result pages missing as the call returns are escaping-work.)
         for mode in ("auto", "subreaper"):
-            honest, _ = self.replay(CPU_REFERENCE, "--isolation", mode, out=f"honest-{mode}.json")
             for cheat in ("lazy_uffd", "lazy_uffd_hidden"):
                 with self.subTest(cheat=cheat, isolation=mode):
-                    data, r = self.replay(CHEATS / cheat, "--isolation", mode, out=f"{cheat}-{mode}.json")
-                    if r.returncode == 1 and self.summary(data)["speedup_geomean"] is None:
-                        continue  # flagged: fine
-                    self.assertGreater(self.median(data, 2097152), 0.5 * self.median(honest, 2097152),
-                                       (self.cases(data), self.cases(honest)))
+                    self.assert_honest(*self.replay(CHEATS / cheat, "--isolation", mode, out=f"{cheat}-{mode}.json"))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <link.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -13,10 +14,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstring>
+#include <sstream>
 #include <fcntl.h>
 
 #include "catch.h"
+#include "replay/remote_kernel.h"
 #include "replay/tamper.h"
 
 using namespace bb::replay;
@@ -127,6 +131,40 @@ TEST_CASE("a seccomp filter installed, and a userfaultfd held, are seen") {
   CHECK_FALSE(userfaultfds().empty());
   ::close(static_cast<int>(fd));
   CHECK(userfaultfds().empty());
+}
+
+TEST_CASE("a process refused userfaultfd gets none, by the system call or /dev/userfaultfd") {
+  const pid_t child = ::fork();
+  if (child == 0) {  // (the filter stays: installed in a child)
+    if (!refuse_userfaultfd().empty()) ::_exit(2);
+    errno = 0;
+    if (::syscall(SYS_userfaultfd, O_CLOEXEC) >= 0 || errno != EPERM) ::_exit(3);
+    const int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev >= 0 && ::ioctl(dev, 0xAA00 /* USERFAULTFD_IOC_NEW */, O_CLOEXEC) >= 0) ::_exit(4);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 2) WARN("seccomp filters are refused here: not checked");
+  else
+    CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("result pages dropped after they were touched are named, present ones are not") {
+  const size_t page = 4096;
+  auto* p = static_cast<char*>(::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(p != MAP_FAILED);
+  std::memset(p, 1, 4 * page);
+  const auto at = reinterpret_cast<uint64_t>(p);
+  CHECK(absent_pages(::getpid(), bb::replay::wire::json::array({bb::replay::wire::json::array({at, 4 * page})})).empty());
+  REQUIRE(::madvise(p + 2 * page, page, MADV_DONTNEED) == 0);  // (missing again: read, it would be refilled)
+  const std::string why = absent_pages(::getpid(), bb::replay::wire::json::array({bb::replay::wire::json::array({at + 100, 4 * page - 200})}));
+  std::ostringstream hex;
+  hex << std::hex << at + 2 * page;
+  CHECK(why.find(hex.str()) != std::string::npos);
+  CHECK(absent_pages(::getpid(), bb::replay::wire::json::array({bb::replay::wire::json::array({at, 2 * page})})).empty());  // (pages 0 and 1)
+  ::munmap(p, 4 * page);
 }
 
 TEST_CASE("a kernel registered over one of ATen's own is named, and its removal is seen too") {
