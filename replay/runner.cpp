@@ -237,8 +237,11 @@ CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, 
       Spent spent(phase::kIntegrity);
       found = kernel.end_case();
     }
-    found.insert(found.begin(), kernel.load().findings.begin(), kernel.load().findings.end());
-    if (!found.empty() && r.status != Status::Skipped) r = with_finding(r, found.front(), "");
+    const std::vector<RemoteFinding>& load = kernel.load().findings;
+    found.insert(found.begin(), load.begin(), load.end());
+    // A declined call is not judged, but what loading the backend did (an override of ATen's kernels,
+    // ATen compute at load time) is the backend's, whatever its calls do: its cases are flagged.
+    if (!found.empty() && (r.status != Status::Skipped || !load.empty())) r = with_finding(r, found.front(), "");
   } catch (const KernelGone& g) {
     // (in the self-check native ran there: the worker's loop charges it as native's crash)
     return summarize(r, Status::Crashed, g.why);

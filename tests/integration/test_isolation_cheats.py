@@ -152,11 +152,13 @@ class SmallCheats(IsolationReplay):
         # fixed (CapEff 0x1fffeffffff, NoNewPrivs 0): PR_SET_DUMPABLE 0 does not stop CAP_SYS_PTRACE, so it
         # read its parent's memory (process_vm_readv), where the reference's stdin line "<token> <seed>"
         # stays, and predicted every input: relu(16384) in ~25 us where its slow loop takes ~100 us
-        # (2026-12-04). Its capabilities are dropped now: it reads nothing of the reference's.
+        # (2026-12-04). Its capabilities are dropped now: it reads nothing of the reference's. With --seed
+        # given, bbreplay's own command line (readable in /proc without a PID namespace) would say the
+        # seed but for bbreplay blanking its arguments as it starts.
         if os.geteuid() != 0:
             self.skipTest("not root: the kernel's process cannot read the reference's memory")
-        data, _ = self.replay(CHEATS / "predict_inputs", "--isolation", "subreaper", out="peek.json")
-        blind, _ = self.replay(CHEATS / "predict_inputs", out="blind.json")
+        data, _ = self.replay(CHEATS / "predict_inputs", "--isolation", "subreaper", "--seed", "4242", out="peek.json")
+        blind, _ = self.replay(CHEATS / "predict_inputs", "--seed", "4242", out="blind.json")
         self.assertGreater(self.median(data, 16384), 0.5 * self.median(blind, 16384),
                            (self.cases(data), self.cases(blind)))
 
@@ -175,6 +177,28 @@ class SmallCheats(IsolationReplay):
         data, r = self.replay(CHEATS / "python" / "dispatcher_override")
         for c in self.assert_flagged(data, r, ["dispatcher-override"]):
             self.assertIn("aten::relu", c["message"], c)
+
+
+class DeclinedCalls(IsolationReplay):
+    """A backend that overrides ATen's relu at load time and declines every call it is given (int64
+    here; tests/cheats/cuda/dispatcher_override does the same to a CPU replay): its cases are flagged by
+    name, not skipped, though none of its calls was judged (what loading it did is the backend's)."""
+    PROGRAM = """
+import torch
+torch.manual_seed(0)
+torch.relu(torch.randint(-100, 100, (1000,)))
+"""
+
+    def test_an_override_at_load_is_flagged_on_cases_the_kernel_declines(self):
+        data, r = self.replay(CHEATS / "dispatcher_override", timed=False)
+        for c in self.assert_flagged(data, r, ["dispatcher-override"], every_case=True):
+            self.assertIn("declined", c["message"], c)
+
+    def test_a_backend_that_only_declines_stays_skipped(self):
+        data, r = self.replay(CPU_REFERENCE, timed=False)  # its relu is float32 and float64 only
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+        for c in self.cases(data):
+            self.assertEqual((c["status"], c["flags"]), ("skipped", []), c)
 
 
 class HonestTwins(IsolationReplay):
