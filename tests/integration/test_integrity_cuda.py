@@ -27,6 +27,7 @@ EXPECTED = {  # folder: (op, flag)
     "timed_native": ("aten::relu", "native-call"),  # ATen only in the warm-ups and timed runs
     "late_alias": ("aten::relu", "aliasing"),  # returns its input in the warm-ups and timed runs
     "buffer_ring": ("aten::relu", "aliasing"),  # a result's memory reused three calls later
+    "dispatcher_override": ("aten::relu", "dispatcher-override"),  # ATen's CUDA relu replaced at load time
 }
 
 

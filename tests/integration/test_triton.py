@@ -148,6 +148,18 @@ torch.cuda.synchronize()
         from test_python_kernels import assert_every_cheat_flagged  # the CPU test's, on CUDA
         assert_every_cheat_flagged(self, "--device", "cuda", "--repetitions", "6", timeout=900)
 
+    def test_an_override_of_atens_cuda_kernel_is_flagged_by_name(self):
+        # torch.library over ATen's CUDA relu at import: native runs in a process that never imported it
+        data, r = self.replay("--backend", ROOT / "tests" / "cheats" / "python" / "dispatcher_override",
+                              "--ops", "aten::relu", "--variants", "traced", "--device", "cuda",
+                              "--repetitions", "6", timeout=900)
+        self.assertEqual(r.returncode, 1, r.stdout[-2000:] + r.stderr[-2000:])
+        cases = [c for c in data["cases"] if c["op"] == "aten::relu"]
+        self.assertTrue(cases, r.stderr[-2000:])
+        for c in cases:
+            self.assertEqual(c["status"], "failed", c)
+            self.assertIn("dispatcher-override", c["flags"], c)
+
 
 class BackendBenchCudaPair(ReplayOfProgram):
     """BackendBench's CUDA form: a .cpp/.cu pair built by load_inline (nvcc) in bbreplay's worker and in
