@@ -278,14 +278,18 @@ DispatcherImage take_dispatcher_image() {
     img.ops.emplace_back(*h, 0);
   }
   for (auto& [h, count] : img.ops) count = registration_count(h, img.by_layout);
+  // (each record's address checked by name once, here; after every case its count is read through it)
+  if (img.by_layout)
+    for (const auto& [h, count] : img.ops) img.counters.push_back(registrations(h));
   img.fallbacks = fallbacks();
   return img;
 }
 
 std::vector<std::string> dispatcher_changes(const DispatcherImage& before) {
   std::vector<std::string> out;
-  for (const auto& [h, count] : before.ops) {
-    const size_t now = registration_count(h, before.by_layout);
+  for (size_t i = 0; i < before.ops.size(); ++i) {
+    const auto& [h, count] = before.ops[i];
+    const size_t now = before.by_layout ? *before.counters[i] : registration_count(h, false);
     if (now == count) continue;
     std::ostringstream s;
     s << h.operator_name();

@@ -58,6 +58,7 @@ std::string refuse_userfaultfd();
 // have a backend fallback.
 struct DispatcherImage {
   std::vector<std::pair<c10::OperatorHandle, size_t>> ops;
+  std::vector<const size_t*> counters;  // by_layout: each op's count in the dispatcher's record, as ops
   std::vector<bool> fallbacks;
   size_t op_count = 0;
   bool by_layout = true;  // counts read from the dispatcher's own record; else from dumpState() hashes
