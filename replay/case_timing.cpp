@@ -13,6 +13,7 @@
 #include <deque>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "bb/kernel.h"
 #include "policy/verify/clock_checks.h"
@@ -138,6 +139,7 @@ class Interleaved {
     generated_.clear();
     if (!no_device_work_)
       if (Finding f = repetitions(); f.found()) return f;
+    if (Finding f = confirm_clocks(); f.found()) return f;
     return judge_findings();
   }
 
@@ -167,6 +169,35 @@ class Interleaved {
         break;
       if (Finding f = pair(rep, rep % 2 == 0); f.found()) return f;
       if (rep >= 4 && seconds_since(start) - making_inputs_ > o_.budget_seconds) break;
+    }
+    return {};
+  }
+
+  // The outside clocks' disagreement is confirmed before it is called one, twice: each time as many
+  // timed pairs again (five at least), a little later, judged alone. A busy virtual machine interrupts
+  // runs in a row now and then (native against native on the 2-core VM with --repetitions 3: 11 cases
+  // of 14 traces flagged, most of their runs 100-300 us longer seen from outside, none again when rerun,
+  // 2026-12-04); a kernel that takes time off its clock takes it on every run. Where a later set is
+  // clean, the times reported are that set's alone: the runs the outside clocks vouch for.
+  Finding confirm_clocks() {
+    if (verify::clock_disagreement(generated_.outside, generated_.dry).empty()) return {};
+    const int more = std::max(5, o_.repetitions);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const size_t from = generated_.outside.size(), from_us = generated_.us.size();
+      for (int k = 0; k < more; ++k) {
+        const int rep = static_cast<int>(generated_.us.size());
+        if (Finding f = pair(rep, rep % 2 == 0); f.found()) return f;
+      }
+      const std::vector<verify::OutsideRun> runs(generated_.outside.begin() + from, generated_.outside.end()),
+          dry(generated_.dry.begin() + from, generated_.dry.end());
+      ++confirmations_;
+      if (verify::clock_disagreement(runs, dry).empty()) {
+        confirmed_clean_ = true;
+        if (native_.us.size() == generated_.us.size())  // (pairs: native's times beside the kernel's)
+          for (std::vector<double>* v : {&native_.us, &generated_.us}) v->erase(v->begin(), v->begin() + from_us);
+        return {};
+      }
     }
     return {};
   }
@@ -339,8 +370,12 @@ class Interleaved {
     if (!g.blinded.empty()) return caught(Flag::TimerTampering, g.blinded);
     if (!self && !g.library.empty() && !generated_.allowed_aten)
       return caught(Flag::NativeCall, g.library + ": a vendor library did the work of the op the kernel implements");
-    if (std::string why = verify::clock_disagreement(generated_.outside, generated_.dry); !why.empty())
-      return caught(Flag::TimerTampering, why);
+    if (std::string why = verify::clock_disagreement(generated_.outside, generated_.dry);
+        !why.empty() && !confirmed_clean_)
+      return caught(Flag::TimerTampering,
+                    why + (confirmations_ ? "; and again on each of " + std::to_string(confirmations_) +
+                                                " later sets of runs, judged alone"
+                                          : ""));
     return {};
   }
 
@@ -354,6 +389,8 @@ class Interleaved {
   std::vector<bool> native_wrote_;  // per argument: native changed it in some run, although the schema does not say so
   double making_inputs_ = 0;
   bool no_device_work_ = false;
+  bool confirmed_clean_ = false;  // the outside clocks agreed on a later set of runs (confirm_clocks)
+  int confirmations_ = 0;         // later sets of runs the outside clocks were judged on
   uint64_t seed_ = 0x9E3779B97F4A7C15ull;
 };
 

@@ -26,7 +26,7 @@ std::string clock_disagreement(const std::vector<OutsideRun>& runs, const std::v
   }
   const double t = quantile(reported, 0.5);
   std::ostringstream why;
-  if (thread.size() >= 3 && quantile(thread, 0.25) > kThreadSlackUs + 0.05 * t) {
+  if (thread.size() >= 3 && quantile(thread, 0.25) > kThreadSlackUs + 0.1 * t) {
     why << "the thread that made the call was on a CPU for at least " << quantile(thread, 0.25)
         << " us a run more than the " << t
         << " us its process timed, beyond a run of nothing (lower quartile of " << thread.size()

@@ -27,7 +27,7 @@ TEST_CASE("honest runs agree with both outside clocks, short or long") {
 TEST_CASE("a clock wound back shows against the calling thread's CPU time") {
   // worked 1000 us on its thread, reported 300 (the GOT-patched clock of the red team's run)
   CHECK(clock_disagreement(runs(1000, 300), dry()).find("on a CPU") != std::string::npos);
-  // a theft within the allowance (50 us and 5 %) is not called one; 150 us is
+  // a theft within the allowance (50 us and 10 %) is not called one; 150 us is
   CHECK(clock_disagreement(runs(1000, 960), dry()).empty());
   CHECK_FALSE(clock_disagreement(runs(1000, 850), dry()).empty());
   // a short kernel that reports nothing of its 120 us
