@@ -203,6 +203,12 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
                  "else a subreaper), namespaces, subreaper")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "namespaces", "subreaper"}));
+  app.add_flag("--quiet", o.quiet,
+               "no progress on stderr (by default a line updated in place on a terminal, else a line every 10 s)");
+  app.add_option("--progress-every", o.progress_every,
+                 "seconds between progress lines when stderr is not a terminal (0: one before every case)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_flag("--list", o.list, "list the cases and exit");
   app.add_flag("--worker", o.worker, "internal: serve cases on stdin")->group("");
   app.add_flag("--native-only", o.native_only, "internal: a worker whose kernel process loads no backend")->group("");

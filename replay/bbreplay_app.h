@@ -33,6 +33,8 @@ struct Options {
   std::optional<uint64_t> seed;  // --seed: reproduces a run; unset: a secret drawn from the OS
   bool check_only = false, perf_only = false, list = false, worker = false, strict_strides = false;
   bool native_only = false;  // (a reference worker: start the kernel worker without the backend)
+  bool quiet = false;        // --quiet: no progress on stderr
+  double progress_every = 10;  // --progress-every: seconds between progress lines when stderr is not a terminal
   std::string isolation = "auto";
   int trace_fd = -1, policy_fd = -1;  // (a reference worker: the trace and policy bbreplay read, sealed)
   int repetitions = 25, jobs = 1;

@@ -29,27 +29,32 @@ namespace bb::replay::app {
 
 namespace {
 
-// On a terminal a bar with the time spent and an estimate of the time left (from the pace so far);
-// elsewhere a plain line whenever the op changes.
+// On a terminal a bar with the time spent and an estimate of the time left (from the pace so far),
+// updated in place; elsewhere (a log, CI) the same as a plain line every `every` seconds (--progress-every);
+// nothing under --quiet.
 class Progress {
  public:
-  explicit Progress(size_t total) : total_(total), tty_(::isatty(STDERR_FILENO)) {}
+  Progress(size_t total, bool quiet, double every)
+      : total_(total), tty_(::isatty(STDERR_FILENO)), quiet_(quiet), every_(every) {}
   void at(size_t done, const std::string& op) {
+    if (quiet_) return;
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (tty_) {
-      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       constexpr int width = 24;
       const int filled = total_ ? static_cast<int>(width * done / total_) : width;
       std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << done << "/"
                 << total_ << "  " << clock(spent);
       if (done > 0) std::cerr << ", ~" << clock(spent / done * (total_ - done)) << " left";
       std::cerr << "  " << op << "\033[K" << std::flush;
-    } else if (op != last_) {
-      std::cerr << "bbreplay: [" << done << "/" << total_ << "] " << op << "\n";
+    } else if (done == 0 || spent >= next_line_) {
+      next_line_ = spent + every_;
+      std::cerr << "bbreplay: " << done << "/" << total_ << " cases, " << clock(spent) << " spent";
+      if (done > 0) std::cerr << ", ~" << clock(spent / done * (total_ - done)) << " left";
+      std::cerr << "; " << op << "\n";
     }
-    last_ = op;
   }
   ~Progress() {
-    if (tty_) std::cerr << "\r\033[K" << std::flush;
+    if (tty_ && !quiet_) std::cerr << "\r\033[K" << std::flush;
   }
 
  private:
@@ -61,8 +66,9 @@ class Progress {
   }
 
   size_t total_;
-  bool tty_;
-  std::string last_;
+  bool tty_, quiet_;
+  double every_;
+  double next_line_ = 0;  // (seconds since the start: when the next plain line is due)
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -218,7 +224,7 @@ Report run_all(const Options& o, const Setup& s, const Launch& launch, const std
   std::vector<std::optional<CaseResult>> results(s.cases.size());
   std::atomic<size_t> next{0}, done{0};
   std::mutex shown;
-  Progress progress(s.cases.size());
+  Progress progress(s.cases.size(), o.quiet, o.progress_every);
   Readiness ready;
   auto serve = [&](const WorkerEnv& env) {
     std::unique_ptr<Worker> worker;

@@ -129,7 +129,11 @@ class Replay(TempDirTest):
 
     def test_parallel_workers_give_the_report_one_worker_gives(self):
         one, r1 = self.report(self.trace, "--check-only")
-        two, r2 = self.report(self.trace, "--check-only", "--jobs", "2")
+        two, r2 = self.report(self.trace, "--check-only", "--jobs", "2", "--quiet")
+        # progress on a stderr that is not a terminal: a plain line at the start (then every 10 s); none with --quiet
+        progress = r"(?m)^bbreplay: \d+/\d+ cases, \d+:\d\d spent"
+        self.assertRegex(r1.stderr, r"(?m)^bbreplay: 0/\d+ cases, 0:00 spent; aten::")
+        self.assertNotRegex(r2.stderr, progress)
 
         def key(c):
             return (c["op"], c["signature"], c["variant"], c["status"], c["flags"], c["message"],
@@ -142,14 +146,14 @@ class Replay(TempDirTest):
         import signal
         import subprocess
         out = self.dir / "partial.json"
-        p = subprocess.Popen([str(BBREPLAY), str(self.trace), "--device", "cpu", "--check-only", "--json", str(out)],
+        p = subprocess.Popen([str(BBREPLAY), str(self.trace), "--device", "cpu", "--check-only", "--json", str(out),
+                              "--progress-every", "0"],
                              env=base_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
-        # (non-terminal stderr: a line each time the op changes; wait for a few cases to be done)
-        seen = 0
+        # (non-terminal stderr with --progress-every 0: a plain line before every case; wait for a few cases)
         for line in p.stderr:
-            seen += line.startswith("bbreplay: [")
-            if seen == 5:
+            m = re.match(r"bbreplay: (\d+)/(\d+) cases, \d+:\d\d spent", line)
+            if m and int(m.group(1)) >= 5:
                 break
         os.killpg(p.pid, signal.SIGINT)  # as Ctrl-C does: to the whole group, workers included
         stdout, stderr = p.communicate(timeout=120)
