@@ -63,9 +63,20 @@ uint64_t available_host_bytes() {
   return 0;
 }
 
+namespace {
+// What this process already holds of what RLIMIT_DATA counts (VmData of /proc/self/status), 0 when unknown.
+uint64_t data_bytes_now() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmData:", 0) == 0) return std::stoull(line.substr(7)) * 1024;
+  return 0;
+}
+}  // namespace
+
 std::string limit_process_memory(uint64_t bytes) {
   struct rlimit r {};
   if (::getrlimit(RLIMIT_DATA, &r) != 0) return std::string("getrlimit: ") + std::strerror(errno);
+  bytes += data_bytes_now();
   if (r.rlim_max != RLIM_INFINITY && r.rlim_max < bytes) bytes = r.rlim_max;  // (a lower hard limit stays)
   r.rlim_cur = bytes;
   if (::setrlimit(RLIMIT_DATA, &r) != 0) return std::string("setrlimit: ") + std::strerror(errno);

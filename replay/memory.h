@@ -23,9 +23,10 @@ std::string format_bytes(uint64_t bytes);
 // The machine's available memory (MemAvailable of /proc/meminfo), 0 when unknown.
 uint64_t available_host_bytes();
 
-// Limits the memory this process may allocate (RLIMIT_DATA: heap and private mappings, which is where
-// torch's CPU tensors live) so that an allocation beyond it fails (c10 throws) instead of taking the
-// machine's memory. "" on success, else why not.
+// Limits the memory this process may allocate from now on to `bytes` (RLIMIT_DATA, set to what it holds
+// already plus `bytes`: heap and private mappings, which is where torch's CPU tensors live, and where the
+// data of the libraries loaded so far is too: 0.6 GB with torch's CUDA wheel) so that an allocation
+// beyond it fails (c10 throws) instead of taking the machine's memory. "" on success, else why not.
 std::string limit_process_memory(uint64_t bytes);
 
 }  // namespace bb::replay
