@@ -175,6 +175,11 @@ bool poison_cuda_cache(int device, uint8_t byte, size_t reserve) {
     // Allocated and freed at once: the memory stays in the cache, free, for the kernel to be given.
     (void)at::empty({static_cast<int64_t>(std::max<size_t>(reserve, size_t{2} << 20))}, options);
     (void)at::empty({int64_t{512} << 10}, options);  // allocations up to 1 MB come from the small pool
+    // Of each free block, its first `reach` bytes: the allocator hands out a block's start and keeps the
+    // rest as a free block after it, so allocations of up to `reach` bytes in all, from any free block, land
+    // in poisoned memory. Filling every free byte instead cost a memset of the whole cache per run: after a
+    // trace's large cases, gigabytes for a case of a few bytes.
+    const size_t reach = std::max<size_t>(reserve, size_t{64} << 20);
     const cache::SnapshotInfo snapshot = cache::snapshot({0, 0}, /*include_traces=*/false);
     for (const auto& segment : snapshot.segments) {
       // (expandable segments may have unmapped gaps: left alone)
@@ -182,7 +187,9 @@ bool poison_cuda_cache(int device, uint8_t byte, size_t reserve) {
       size_t address = segment.address;
       for (const auto& block : segment.blocks) {
         if (!block.allocated && block.size)
-          if (cudaMemsetAsync(reinterpret_cast<void*>(address), byte, block.size, nullptr) != cudaSuccess) return false;
+          if (cudaMemsetAsync(reinterpret_cast<void*>(address), byte, std::min<size_t>(block.size, reach), nullptr) !=
+              cudaSuccess)
+            return false;
         address += block.size;
       }
     }

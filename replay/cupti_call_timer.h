@@ -35,7 +35,8 @@ class CuptiCallTimer {
   virtual std::string ownership() const = 0;
 };
 
-// Fills every free block of the CUDA caching allocator's cache on `device` with `byte`, after making
+// Fills the free blocks of the CUDA caching allocator's cache on `device` with `byte`, each up to
+// max(`reserve`, 64 MiB) bytes from its start (where the allocator carves allocations from), after making
 // at least `reserve` bytes free in its large pool and one segment free in its small pool; waits until
 // done. False where this build has no CUDA parts or it failed (then nothing is poisoned).
 bool poison_cuda_cache(int device, uint8_t byte, size_t reserve);

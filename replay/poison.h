@@ -15,10 +15,11 @@ namespace bb::replay {
 void install_poisoning_allocator();
 
 // What a kernel allocates while this is alive holds `byte`, not what an earlier call left there.
-// CPU: new allocations are filled (the allocator above). CUDA: on entry every free block of the CUDA
-// caching allocator's cache on the device is filled, after at least `reserve` bytes were made free in
-// it (the kernel's allocations come out of that cache; one larger than what is free there gets fresh
-// device memory, not poisoned).
+// CPU: new allocations are filled (the allocator above). CUDA: on entry the free blocks of the CUDA
+// caching allocator's cache on the device are filled, each from its start up to max(`reserve`, 64 MiB)
+// bytes, after at least `reserve` bytes were made free in it (the kernel's allocations come out of that
+// cache, carved from a free block's start; allocations beyond that much from one block, or larger than
+// what is free there, get memory not poisoned).
 class PoisonScope {
  public:
   explicit PoisonScope(uint8_t byte, const c10::Device& device = c10::Device(c10::kCPU), size_t reserve = 0);
