@@ -10,7 +10,9 @@
 //                                  the buffer)
 // A request naming an argument set may carry "values" (make the set: its structure and layouts, no data) and
 // "fill" (its storages' bytes: in the inbox, a file the reference shares on kInboxFd, or the IPC buffer).
-//   free {ids} / buffer {handle}   forget argument sets / open the reference's IPC buffer
+// Any request may carry "free" (argument sets to forget first); every reply but go's first carries
+// "spent" (this process's seconds by phase since its last reply, for the report's phases).
+//   buffer {handle}                open the reference's IPC buffer
 //   case_end                       what the case changed in this process (tamper.h, process state)
 //   ping                           an answer at once (the reference's measure of the channel's latency)
 #include "replay/kernel_worker.h"
@@ -40,6 +42,7 @@
 #include "replay/memory.h"
 #include "replay/poison.h"
 #include "replay/process_state.h"
+#include "replay/spent.h"
 #include "replay/tamper.h"
 #include "replay/wire.h"
 
@@ -269,6 +272,14 @@ json called_json(const ArgSet& set) {
   return {{"native_call", c.native_call}, {"allowed_aten", c.allowed_aten}, {"run", set.runs.size() - 1}};
 }
 
+// Where this process's time went since its last reply, by phase (Spent::take()): the reference charges it
+// to those phases instead of to its wait (Spent::charge_remote).
+json spent_json() {
+  json out = json::object();
+  for (const auto& [phase, seconds] : Spent::take()) out[phase] = seconds;
+  return out;
+}
+
 // Runs `fn`; a kernel's exceptions become the reply (a decline, or what it raised).
 template <class F>
 json guarded(F&& fn) {
@@ -341,6 +352,7 @@ void go(State& s, const json& m, int fd) {
     rest = called_json(set);
     if (!dry) rest["described"] = describe(s, more);
   }
+  rest["spent"] = spent_json();
   wire::send(fd, rest);
 }
 
@@ -351,7 +363,12 @@ json timed(State& s, const json& m) {
   if (!timer) return error("no device timing: " + why);
   return guarded([&] {
     Called called;
-    CuptiCallSample sample = timer->time([&] { called = call(s.op, s.kernel, set.args, s.run, true, false); });
+    std::optional<Spent> evicting(phase::kEvict);  // (as the reference's native runs are charged)
+    CuptiCallSample sample = timer->time([&] {
+      Spent timed(phase::kTimed);
+      called = call(s.op, s.kernel, set.args, s.run, true, false);
+    });
+    evicting.reset();
     set.runs.push_back(std::move(called));
     json out = called_json(set);
     out["device_us"] = sample.device_us;
@@ -470,6 +487,8 @@ json case_end(State& s) {
 }
 
 json answer(State& s, const json& m, int fd, bool* replied) {
+  if (const auto f = m.find("free"); f != m.end())  // (sets the reference released since its last request)
+    for (int64_t id : f->get<std::vector<int64_t>>()) s.sets.erase(id);
   const std::string cmd = m.at("cmd");
   if (cmd == "bind") return bind(s, m);
   if (cmd == "run") return run(s, m);
@@ -481,10 +500,6 @@ json answer(State& s, const json& m, int fd, bool* replied) {
   }
   if (cmd == "timed") return timed(s, m);
   if (cmd == "describe") return describe(s, m);
-  if (cmd == "free") {
-    for (int64_t id : m.at("ids").get<std::vector<int64_t>>()) s.sets.erase(id);
-    return {{"ok", true}};
-  }
   if (cmd == "buffer") return buffer(s, m);
   if (cmd == "case_end") return case_end(s);
   if (cmd == "ping") return {{"pong", true}};
@@ -543,6 +558,7 @@ int kernel_worker_main() {
       reply = error(e.what());
     }
     if (replied) continue;
+    if (reply.is_object()) reply["spent"] = spent_json();
     try {
       wire::send(fd, reply);
     } catch (const wire::Closed&) {

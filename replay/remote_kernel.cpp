@@ -399,6 +399,7 @@ void KernelProcess::stop() {
     pid_ = -1;
   }
   if (fd_ >= 0) ::close(fd_), fd_ = -1;
+  to_free_.clear();
   ipc_close(&buffer_);
   if (inbox_) ::munmap(inbox_, inbox_bytes_), inbox_ = nullptr, inbox_bytes_ = 0;
   if (inbox_fd_ >= 0) ::close(inbox_fd_), inbox_fd_ = -1;
@@ -434,12 +435,31 @@ json KernelProcess::receive() {
 json KernelProcess::ask(const json& request) {
   if (fd_ < 0) throw KernelGone{"the kernel's process is not running"};
   note_phase(true);  // (a hang or a death from here on is the kernel's)
+  const uint64_t sent = raw_monotonic_ns();
   try {
-    wire::send(fd_, request);
+    if (to_free_.empty()) {
+      wire::send(fd_, request);
+    } else {
+      json with = request;
+      with["free"] = to_free_;
+      to_free_.clear();
+      wire::send(fd_, with);
+    }
   } catch (const wire::Closed& e) {
     gone(e.what());
   }
-  return receive();
+  json reply = receive();
+  // (what the kernel's process says its time went to while this one waited: for the report's phases only)
+  if (const auto s = reply.find("spent"); reply.is_object() && s != reply.end()) {
+    if (s->is_object()) {
+      std::vector<std::pair<std::string, double>> spent;
+      for (const auto& [phase, seconds] : s->items())
+        if (seconds.is_number()) spent.emplace_back(phase, seconds.get<double>());
+      Spent::charge_remote(spent, static_cast<double>(raw_monotonic_ns() - sent) / 1e9);
+    }
+    reply.erase(s);
+  }
+  return reply;
 }
 
 std::optional<std::pair<bool, std::string>> KernelProcess::bind(const std::string& op) {
@@ -768,10 +788,17 @@ KernelProcess::HostRun KernelProcess::host_run(int64_t id, bool dry) {
     w1 = raw_monotonic_ns();
     self1 = thread_times("/proc/thread-self/schedstat");
   }
-  h.sampled = sample(h.done.value("returned", json()));  // (at once: the first line's reads)
-  wait_off_cpu(pid_);
-  kernel1 = thread_times(pid_);
-  h.reply = ask({{"cmd", "more"}, {"id", id}, {"pack", !device_.is_cpu()}});
+  {
+    // (the result reads as it returned, and the outside clock's second reading: checks of the run)
+    Spent spent(phase::kIntegrity);
+    h.sampled = sample(h.done.value("returned", json()));  // (at once: the first line's reads)
+    wait_off_cpu(pid_);
+    kernel1 = thread_times(pid_);
+  }
+  {
+    Spent spent(phase::kTransfer);  // (what it returned, described)
+    h.reply = ask({{"cmd", "more"}, {"id", id}, {"pack", !device_.is_cpu()}});
+  }
   const double us = h.done.value("us", json()).is_number() ? h.done["us"].get<double>() : 0.0;
   // The wall window, less the time either thread waited for a CPU (a busy machine's noise, not the call's).
   const bool known = kernel0.cpu_us >= 0 && kernel1.cpu_us >= 0;
@@ -835,7 +862,7 @@ void KernelProcess::resume() {
 
 void KernelProcess::release(int64_t id) {
   pending_.erase(id);
-  if (fd_ >= 0) ask({{"cmd", "free"}, {"ids", {id}}});
+  if (fd_ >= 0) to_free_.push_back(id);
 }
 
 std::vector<RemoteFinding> KernelProcess::end_case() {

@@ -113,6 +113,8 @@ class KernelProcess {
   HostRun host_run(int64_t id, bool dry);
   // An earlier run's results and arguments as they are now (a later call may have overwritten them).
   RemoteRun reread(const RemoteRun& earlier);
+  // Lets the kernel's process drop argument set `id` and its runs: with its next request (the next case's
+  // or run's), before it does anything else, not in a round trip of its own.
   void release(int64_t id);
   // Stops every process of the kernel's (SIGSTOP) while native is timed, and lets them go on after: no
   // thread of the kernel's can spin on a core native's run needs.
@@ -146,6 +148,7 @@ class KernelProcess {
   int64_t next_id_ = 0;
   uint64_t read_limit_ = uint64_t{8} << 30;
   std::map<int64_t, wire::json> pending_;  // per argument set: its making and filling, sent with its next request
+  std::vector<int64_t> to_free_;           // argument sets released, dropped with the next request
   int inbox_fd_ = -1;                      // the memfd of host inputs (the kernel worker's kInboxFd)
   char* inbox_ = nullptr;
   uint64_t inbox_bytes_ = 0;

@@ -33,6 +33,12 @@ class Spent {
   // clears them.
   static std::vector<std::pair<std::string, double>> take();
 
+  // Seconds another process spent on this one's behalf while this thread waited for it, by phase (that
+  // process's take()): charged to their phases here, and taken off the innermost scope's own. Only the
+  // phases above count, and at most `waited` seconds in all (the other process is the kernel's: its
+  // figures may be anything, and only say where time went).
+  static void charge_remote(const std::vector<std::pair<std::string, double>>& spent, double waited);
+
  private:
   const char* phase_ = nullptr;  // null: opened inside a sealed scope, charges nothing
   bool sealed_ = false;

@@ -1,6 +1,7 @@
 // Where a replay worker's time goes: each second is charged once, to the innermost open phase, and a
 // sealed phase keeps what runs inside it.
 #include <chrono>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -67,4 +68,34 @@ TEST_CASE("a sealed phase keeps the time of phases opened inside it") {
   CHECK(t.at("float64 reference") >= 0.04);  // its own 10 ms and the 30 ms inside it
   CHECK(t.at("native runs") >= 0.01);
   CHECK(t.at("native runs") <= after);  // only the scope after the seal
+}
+
+TEST_CASE("another process's phases are moved out of the wait, within what was waited, known names only") {
+  Spent::take();
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Spent wait("kernel runs");
+    busy(30);  // (the wait for the other process's answer)
+    // It says: 10 ms of poisoning ("integrity"), a made-up phase, a negative and a NaN figure.
+    Spent::charge_remote({{"integrity", 0.010}, {"made up", 5.0}, {"timed runs", -1.0},
+                          {"comparison", std::numeric_limits<double>::quiet_NaN()}},
+                         seconds_since(t0));
+  }
+  const double total = seconds_since(t0);
+  const auto t = taken();
+  REQUIRE(t.size() == 2);  // (nothing charged to "made up", "timed runs" or "comparison")
+  CHECK(t.at("integrity") == Approx(0.010));
+  CHECK(t.at("kernel runs") + t.at("integrity") == Approx(total).margin(0.005));  // each second once
+
+  // A process claiming more than was waited gets no more than the wait, and the wait's phase nothing.
+  {
+    Spent wait("transfer");
+    busy(10);
+    Spent::charge_remote({{"inputs", 100.0}, {"comparison", 100.0}}, 0.010);
+  }
+  const auto u = taken();
+  CHECK(u.at("inputs") == Approx(0.010));
+  CHECK(u.count("comparison") == 0);  // (nothing left of the wait for it)
+  CHECK(u.at("transfer") >= 0.0);
+  CHECK(u.at("transfer") < 0.005);
 }
