@@ -3,7 +3,7 @@
 the time goes.
 
     scripts/replay_throughput.py [--models gpt2,llama,bert,resnet50] [--device cuda] [--build DIR]
-                                 [--out DIR] [--limit SECONDS] [-- BBREPLAY ARGS...]
+                                 [--out DIR] [--limit SECONDS] [--reuse-traces] [-- BBREPLAY ARGS...]
 
 For each model, one training step is traced under the preload (built from its config or constructor, no
 weights: GPT-2 small at batch 8 x 512; a small Llama of 8 layers, hidden 1024, 16 heads / 4 KV heads,
@@ -159,13 +159,18 @@ def main():
     p.add_argument("--build", type=Path, default=Path(os.environ.get("BB_BUILD_DIR", ROOT / "build")))
     p.add_argument("--out", type=Path, default=Path("replay-throughput"))
     p.add_argument("--limit", type=float, default=None, help="interrupt each replay after this many seconds")
+    p.add_argument("--reuse-traces", action="store_true",
+                   help="replay a model's trace already in --out instead of tracing it again (the same cases)")
     args = p.parse_args(argv)
     args.bbreplay_args = extra
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.models.split(","):
         path = args.out / f"{name}.yaml"
-        seconds, said = trace(name, args, path)
-        print(f"{name}: traced in {seconds:.1f} s ({said})", flush=True)
+        if args.reuse_traces and path.exists():
+            print(f"{name}: replaying the trace already there, {path}", flush=True)
+        else:
+            seconds, said = trace(name, args, path)
+            print(f"{name}: traced in {seconds:.1f} s ({said})", flush=True)
         report = args.out / f"{name}.json"
         wall, rc, out, err = replay(path, report, args)
         if not report.exists():
