@@ -46,7 +46,7 @@ class Progress {
                 << total_ << "  " << clock(spent);
       if (done > 0) std::cerr << ", ~" << clock(spent / done * (total_ - done)) << " left";
       std::cerr << "  " << op << "\033[K" << std::flush;
-    } else if (done == 0 || spent >= next_line_) {
+    } else if (spent >= next_line_) {  // (the first call too: next_line_ starts at 0)
       next_line_ = spent + every_;
       std::cerr << "bbreplay: " << done << "/" << total_ << " cases, " << clock(spent) << " spent";
       if (done > 0) std::cerr << ", ~" << clock(spent / done * (total_ - done)) << " left";
