@@ -363,12 +363,14 @@ json timed(State& s, const json& m) {
   if (!timer) return error("no device timing: " + why);
   return guarded([&] {
     Called called;
-    std::optional<Spent> evicting(phase::kEvict);  // (as the reference's native runs are charged)
-    CuptiCallSample sample = timer->time([&] {
-      Spent timed(phase::kTimed);
-      called = call(s.op, s.kernel, set.args, s.run, true, false);
-    });
-    evicting.reset();
+    CuptiCallSample sample;
+    {
+      Spent evicting(phase::kEvict);  // (as the reference's native runs are charged)
+      sample = timer->time([&] {
+        Spent timed(phase::kTimed);
+        called = call(s.op, s.kernel, set.args, s.run, true, false);
+      });
+    }
     set.runs.push_back(std::move(called));
     json out = called_json(set);
     out["device_us"] = sample.device_us;

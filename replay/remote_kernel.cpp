@@ -21,6 +21,7 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "bb/kernel.h"
 #include "replay/isolation.h"
@@ -432,19 +433,13 @@ json KernelProcess::receive() {
   }
 }
 
-json KernelProcess::ask(const json& request) {
+json KernelProcess::ask(json request) {
   if (fd_ < 0) throw KernelGone{"the kernel's process is not running"};
   note_phase(true);  // (a hang or a death from here on is the kernel's)
   const uint64_t sent = raw_monotonic_ns();
   try {
-    if (to_free_.empty()) {
-      wire::send(fd_, request);
-    } else {
-      json with = request;
-      with["free"] = to_free_;
-      to_free_.clear();
-      wire::send(fd_, with);
-    }
+    if (!to_free_.empty()) request["free"] = std::exchange(to_free_, {});
+    wire::send(fd_, request);
   } catch (const wire::Closed& e) {
     gone(e.what());
   }

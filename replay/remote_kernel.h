@@ -128,7 +128,7 @@ class KernelProcess {
   verify::OutsideRun dry_run(int64_t id);
 
  private:
-  wire::json ask(const wire::json& request);
+  wire::json ask(wire::json request);
   wire::json receive();
   [[noreturn]] void gone(const std::string& what);
   char* inbox(uint64_t bytes);

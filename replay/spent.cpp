@@ -52,14 +52,11 @@ std::vector<std::pair<std::string, double>> Spent::take() {
 
 void Spent::charge_remote(const std::vector<std::pair<std::string, double>>& spent, double waited) {
   if (g_sealed) return;
-  static const char* const known[] = {phase::kInputs,  phase::kNative,    phase::kKernel,    phase::kTimed,
-                                      phase::kEvict,   phase::kCompare,   phase::kReference, phase::kIntegrity,
-                                      phase::kTransfer};
   double room = std::max(0.0, waited);
   for (const auto& [name, seconds] : spent) {
-    const char* const* k = std::find_if(std::begin(known), std::end(known),
+    const char* const* k = std::find_if(std::begin(phase::kAll), std::end(phase::kAll),
                                         [&](const char* p) { return std::strcmp(p, name.c_str()) == 0; });
-    if (k == std::end(known) || !(seconds > 0)) continue;  // (NaN too)
+    if (k == std::end(phase::kAll) || !(seconds > 0)) continue;  // (NaN too)
     const double s = std::min(seconds, room);
     if (!(s > 0)) continue;
     room -= s;

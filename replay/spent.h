@@ -20,6 +20,8 @@ inline constexpr const char* kCompare = "comparison";           // results again
 inline constexpr const char* kReference = "float64 reference";  // float64 and lower-precision references
 inline constexpr const char* kIntegrity = "integrity";          // poisoning, input-mutation and output checks
 inline constexpr const char* kTransfer = "transfer";            // values to and from the kernel's process
+inline constexpr const char* kAll[] = {kInputs, kNative,    kKernel,    kTimed,   kEvict,
+                                      kCompare, kReference, kIntegrity, kTransfer};
 }  // namespace phase
 
 class Spent {
