@@ -75,10 +75,47 @@ std::string api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
   return names->emplace(key, s).first->second;
 }
 
+// Buffers of the size set_activity_buffers() asks for, kept for reuse: a buffer freed after every forced
+// flush is a fresh mapping at the next request, whose pages CUPTI then faults in inside the next launch.
+namespace {
+std::atomic<size_t> g_buffer_bytes{kBufferBytes};
+std::atomic<size_t> g_buffers_kept{0};
+std::mutex g_pool_mu;
+auto* g_pool = new std::vector<uint8_t*>();  // never freed: CUPTI may hand buffers back at exit
+}  // namespace
+
+void set_buffers(size_t bytes, size_t keep) {
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  g_buffer_bytes.store(bytes);
+  g_buffers_kept.store(keep);
+  for (uint8_t* b : *g_pool) std::free(b);  // (of the size before)
+  g_pool->clear();
+}
+
 void CUPTIAPI on_buffer_request(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
-  *size = *buffer ? kBufferBytes : 0;
+  const size_t bytes = g_buffer_bytes.load();
+  *buffer = nullptr;
+  if (g_buffers_kept.load()) {
+    std::lock_guard<std::mutex> lock(g_pool_mu);
+    if (!g_pool->empty()) {
+      *buffer = g_pool->back();
+      g_pool->pop_back();
+    }
+  }
+  if (!*buffer) *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, bytes));
+  *size = *buffer ? bytes : 0;
   *max_records = 0;
+}
+
+static void give_back(uint8_t* buffer, size_t size) {
+  if (size == g_buffer_bytes.load() && g_buffers_kept.load()) {
+    std::lock_guard<std::mutex> lock(g_pool_mu);
+    if (size == g_buffer_bytes.load() && g_pool->size() < g_buffers_kept.load()) {
+      g_pool->push_back(buffer);
+      return;
+    }
+  }
+  std::free(buffer);
 }
 
 // The fields kernel, memcpy and memset records share.
@@ -170,7 +207,7 @@ void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer
     }
   } catch (...) {
   }
-  std::free(buffer);
+  give_back(buffer, size);
 }
 
 // Callback mode: a launch on this thread is tagged with the innermost op's id, at the call itself.

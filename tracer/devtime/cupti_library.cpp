@@ -291,4 +291,6 @@ std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, Cupt
 
 void set_op_probe(bool (*inside_op)()) { g_inside_op.store(inside_op); }
 
+void set_activity_buffers(size_t bytes, size_t keep) { set_buffers(bytes, keep); }
+
 }  // namespace bb::devtime

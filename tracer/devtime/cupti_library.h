@@ -43,4 +43,9 @@ std::unique_ptr<CuptiApi> make_real_cupti(const std::string& torch_lib_dir, Cupt
 // sampled timing leave calls that begin between windows unfollowed (CuptiApi::links_untracked).
 void set_op_probe(bool (*inside_op)());
 
+// CUPTI's activity buffers from now on: `bytes` each (8 MiB unless set), and up to `keep` of them kept for
+// reuse once CUPTI hands them back (0: each freed). A reused buffer's pages are already mapped: a fresh
+// one's are faulted in by CUPTI inside whatever launch asked for it.
+void set_activity_buffers(size_t bytes, size_t keep);
+
 }  // namespace bb::devtime

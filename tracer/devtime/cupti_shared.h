@@ -107,7 +107,8 @@ inline constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_K
                                                 CUPTI_ACTIVITY_KIND_MEMSET};
 inline constexpr CUpti_ActivityKind kExternalKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
                                                         CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
-inline constexpr size_t kBufferBytes = 8 << 20;
+inline constexpr size_t kBufferBytes = 8 << 20;  // activity buffers' size unless set_activity_buffers() says
+void set_buffers(size_t bytes, size_t keep);
 
 extern std::atomic<Collector*> g_sink;
 extern std::atomic<bool> g_recording;        // false between windows: launches are not tied to ops
