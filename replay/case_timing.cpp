@@ -322,11 +322,12 @@ class Interleaved {
 
   Called native_on_device(const Values& args) {
     Called result;
-    std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction, synchronization and CUPTI flush
+    std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction and synchronization (its CUPTI records: kCupti)
     CuptiCallSample s = timer_->time([&] {
       Spent timed(phase::kTimed);
       result = call(c_.op(), nullptr, args, o_, true, false);
     });
+    Spent::charge_within(phase::kCupti, (s.steps.flush + s.steps.collect) / 1e6);
     evicting.reset();
     native_.us.push_back(s.device_us);
     native_.events_us.push_back(s.events_us);

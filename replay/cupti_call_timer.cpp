@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <set>
 
@@ -17,6 +18,8 @@ namespace {
 std::string cuda_error(const char* what, cudaError_t e) {
   return std::string(what) + " failed: " + cudaGetErrorString(e);
 }
+
+constexpr size_t kActivityBufferBytes = size_t{1} << 20;
 
 class CuptiCudaTimer : public CuptiCallTimer {
  public:
@@ -47,6 +50,9 @@ class CuptiCudaTimer : public CuptiCallTimer {
     if (cudaError_t e = cudaEventCreate(&after_); e != cudaSuccess) return cuda_error("cudaEventCreate", e);
     // Watch mode feeds the integrity checks; without it (CUPTI's one subscriber slot taken) times are
     // still taken, from records alone.
+    // Buffers of 1 MiB (some 5,000 records; a timed call makes a few), reused: every window ends in a
+    // forced flush, and a fresh 8 MiB buffer after each had its pages faulted in at the next launch.
+    devtime::set_activity_buffers(kActivityBufferBytes, 4);
     std::string why;
     for (auto mode : {devtime::CuptiMode::Watch, devtime::CuptiMode::KernelsOnly}) {
       api_ = devtime::make_real_cupti(torch_lib_dir, mode, false, &why, &on_call, this);
@@ -63,15 +69,25 @@ class CuptiCudaTimer : public CuptiCallTimer {
   }
 
   double copy_bandwidth() const override { return bandwidth_; }
+  void flush_before(bool on) override { flush_before_ = on; }
   std::string ownership() const override { return api_ ? api_->ownership() : ""; }
 
   CuptiCallSample time(const std::function<void()>& call) override {
-    // Hand over what CUPTI holds first: after a forced flush CUPTI asks for a new buffer at the next
-    // launch, which took ~600 µs of host time inside the window and made the CUDA events read 610 µs
-    // for a 13 µs addmm (H200, 2026-11-30). The eviction's launch now asks for it, outside the window;
-    // its record starts before t0 and is left out below.
-    api_->flush(true);
+    CuptiCallSample s;
+    auto lap = [last = std::chrono::steady_clock::now()](double& into) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      into += std::chrono::duration<double, std::micro>(now - last).count();
+      last = now;
+    };
+    // After a forced flush CUPTI asks for a new buffer at the next launch, which took ~600 µs of host
+    // time inside the window and made the CUDA events read 610 µs for a 13 µs addmm (H200, 2026-11-30),
+    // when the flush came just before the call. The previous window's forced flush is followed by
+    // launches of ours (inputs, checks, the eviction below), the first of which asks for it, outside
+    // this window; records of those launches come with this window's flush, start before t0 and are
+    // left out below. A flush here as well cost a second forced flush per timed run.
+    if (flush_before_) api_->flush(true);
     collector_.take_timeline();
+    lap(s.steps.flush);
     // Evict by reading, not writing: a write (memset, or triton do_bench's zero_()) leaves L2 full of
     // dirty lines, and the call under test then pays for writing them back. Memory-bound kernels read
     // 8-17% above Nsight Compute's (whose --cache-control all invalidates L2) with a memset here (H200,
@@ -79,6 +95,7 @@ class CuptiCudaTimer : public CuptiCallTimer {
     // the window, and leaves L2 holding clean lines of no use to the call.
     at::sum_out(scratch_sum_, scratch_view_);
     cudaDeviceSynchronize();
+    lap(s.steps.evict);
     verify::Window w;
     w.caller_thread = devtime::this_thread_id();
     {
@@ -95,6 +112,7 @@ class CuptiCudaTimer : public CuptiCallTimer {
     w.t_joined = api_->now();
     cudaDeviceSynchronize();  // and now everything else
     w.t1 = api_->now();
+    lap(s.steps.window);
     api_->flush(true);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -107,7 +125,6 @@ class CuptiCudaTimer : public CuptiCallTimer {
       }
     }
     const auto window = collector_.take_timeline();
-    CuptiCallSample s;
     std::vector<std::pair<uint64_t, uint64_t>> busy;
     std::set<std::pair<uint32_t, uint32_t>> streams;
     for (const auto& [a, ext] : window.activities) {
@@ -122,6 +139,7 @@ class CuptiCudaTimer : public CuptiCallTimer {
     s.findings = verify::inspect(w);
     float ms = 0;
     if (cudaEventElapsedTime(&ms, before_, after_) == cudaSuccess) s.events_us = ms * 1000.0;
+    lap(s.steps.collect);
     return s;
   }
 
@@ -161,6 +179,7 @@ class CuptiCudaTimer : public CuptiCallTimer {
   at::Tensor scratch_view_, scratch_sum_;  // the scratch buffer as bytes; where their sum goes
   cudaEvent_t before_ = nullptr, after_ = nullptr;
   double bandwidth_ = 0;  // bytes per µs
+  bool flush_before_ = false;
   std::mutex mu_;
   bool watching_ = false;
   std::vector<devtime::WatchedCall> calls_;

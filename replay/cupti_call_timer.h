@@ -22,6 +22,11 @@ struct CuptiCallSample {
   int activities = 0;         // kernels, copies and sets seen in the window
   int streams = 0;            // distinct streams they ran on
   verify::Findings findings;  // integrity: escaped work, environment changes, vendor-library kernels
+  // Host time of the timer's own steps, µs: handing CUPTI's records over before the window, evicting L2
+  // (and waiting for the device), the window itself (call to the device idle again), collecting its records.
+  struct Steps {
+    double flush = 0, evict = 0, window = 0, collect = 0;
+  } steps;
 };
 
 class CuptiCallTimer {
@@ -33,6 +38,9 @@ class CuptiCallTimer {
   virtual double copy_bandwidth() const = 0;
   // "" while CUPTI's subscriber and launch callbacks are still this timer's; else what changed.
   virtual std::string ownership() const = 0;
+  // Whether each window is preceded by a forced flush of CUPTI's records too (off: the previous window's
+  // flush is the last; bench/call_timer.cpp measures both).
+  virtual void flush_before(bool on) = 0;
 };
 
 // Fills the free blocks of the CUDA caching allocator's cache on `device` with `byte`, each up to

@@ -370,6 +370,7 @@ json timed(State& s, const json& m) {
         Spent timed(phase::kTimed);
         called = call(s.op, s.kernel, set.args, s.run, true, false);
       });
+      Spent::charge_within(phase::kCupti, (sample.steps.flush + sample.steps.collect) / 1e6);
     }
     set.runs.push_back(std::move(called));
     json out = called_json(set);

@@ -50,6 +50,12 @@ std::vector<std::pair<std::string, double>> Spent::take() {
   return out;
 }
 
+void Spent::charge_within(const char* phase, double seconds) {
+  if (g_sealed || !(seconds > 0)) return;
+  charge(phase, seconds);
+  if (g_innermost) g_innermost->nested_ += seconds;
+}
+
 void Spent::charge_remote(const std::vector<std::pair<std::string, double>>& spent, double waited) {
   if (g_sealed) return;
   double room = std::max(0.0, waited);

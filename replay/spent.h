@@ -15,13 +15,14 @@ inline constexpr const char* kInputs = "inputs";                // building inpu
 inline constexpr const char* kNative = "native runs";           // native's untimed calls
 inline constexpr const char* kKernel = "kernel runs";           // the kernel's untimed calls
 inline constexpr const char* kTimed = "timed runs";             // inside the clock (host) or CUPTI window (CUDA)
-inline constexpr const char* kEvict = "eviction and sync";      // cache eviction, synchronization, CUPTI flush
+inline constexpr const char* kEvict = "eviction and sync";      // cache eviction, synchronization
 inline constexpr const char* kCompare = "comparison";           // results against native's, tolerances
 inline constexpr const char* kReference = "float64 reference";  // float64 and lower-precision references
 inline constexpr const char* kIntegrity = "integrity";          // poisoning, input-mutation and output checks
 inline constexpr const char* kTransfer = "transfer";            // values to and from the kernel's process
-inline constexpr const char* kAll[] = {kInputs, kNative,    kKernel,    kTimed,   kEvict,
-                                      kCompare, kReference, kIntegrity, kTransfer};
+inline constexpr const char* kCupti = "CUPTI records";          // CUDA: CUPTI's records handed over and read
+inline constexpr const char* kAll[] = {kInputs,   kNative,    kKernel,    kTimed,    kEvict,
+                                      kCompare,  kReference, kIntegrity, kTransfer, kCupti};
 }  // namespace phase
 
 class Spent {
@@ -39,6 +40,10 @@ class Spent {
   // process's take()): charged to their phases here, and taken off the innermost scope's own. Only the
   // phases above count, and at most `waited` seconds in all (the other process is the kernel's: its
   // figures may be anything, and only say where time went).
+  // `seconds` of the innermost scope's own time that were `phase`'s (measured inside it by a callee that
+  // cannot open scopes of its own): charged to `phase`, and taken off that scope's.
+  static void charge_within(const char* phase, double seconds);
+
   static void charge_remote(const std::vector<std::pair<std::string, double>>& spent, double waited);
 
  private:

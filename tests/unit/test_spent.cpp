@@ -99,3 +99,19 @@ TEST_CASE("another process's phases are moved out of the wait, within what was w
   CHECK(u.at("transfer") >= 0.0);
   CHECK(u.at("transfer") < 0.005);
 }
+
+TEST_CASE("time measured inside a scope by a callee is moved to its phase, once") {
+  Spent::take();
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Spent evicting("eviction and sync");
+    busy(20);
+    Spent::charge_within("CUPTI records", 0.008);  // (of those 20 ms, the callee says 8 were its flushes)
+  }
+  const double total = seconds_since(t0);
+  const auto t = taken();
+  CHECK(t.at("CUPTI records") == Approx(0.008));
+  CHECK(t.at("eviction and sync") + t.at("CUPTI records") == Approx(total).margin(0.005));
+  Spent::charge_within("CUPTI records", -1.0);  // (nothing, and no scope to take it from)
+  CHECK(taken().empty());
+}
