@@ -339,7 +339,8 @@ class Interleaved {
   // The kernel's timed run, in its process, on an argument set of its own made from the inputs.
   RemoteRun run_kernel(const Values& inputs, bool timed) {
     const int64_t id = c_.kernel.prepare(inputs);
-    RemoteRun run = c_.kernel.run_timed(id);
+    // (the previous run's results described in the same answer, as they are after this run: previous_changed)
+    RemoteRun run = c_.kernel.run_timed(id, last_ ? &*last_ : nullptr);
     generated_.us.push_back(run.us);
     generated_.allowed_aten |= !run.called.allowed_aten.empty();
     if (!o_.device.is_cpu()) {

@@ -5,9 +5,10 @@
 //                                  described (see describe)
 //   ready {id} / go {id, seed}     (host clock) operands evicted; then the timed call: "us" and where its results
 //                                  are first, then (asked "more") what else it did
-//   timed {id}                     (CUDA) the call timed by CUPTI
-//   describe {id, run, pack}       the arguments and a run's results as metadata (addresses; CUDA: packed into
-//                                  the buffer)
+//   timed {id, also}               (CUDA) the call timed by CUPTI, described; "also" ({id, run, results_only}):
+//                                  an earlier run described too, as it is after this one (packed after it)
+//   describe {id, run, pack,       the arguments and a run's results as metadata (addresses; CUDA: packed into
+//             results_only}        the buffer); results_only: the run's results alone
 // A request naming an argument set may carry "values" (make the set: its structure and layouts, no data) and
 // "fill" (its storages' bytes: in the inbox, a file the reference shares on kInboxFd, or the IPC buffer).
 // Any request may carry "free" (argument sets to forget first); every reply but go's first carries
@@ -79,7 +80,8 @@ struct State {
 
 int device_index(const c10::Device& d) { return d.has_index() ? d.index() : 0; }
 
-json describe(State& s, const json& m);  // (below: the values of an argument set after a run)
+// (below: the values of an argument set after a run, packed into the buffer from byte `base` on, up to `*end`)
+json describe(State& s, const json& m, uint64_t base = 0, uint64_t* end = nullptr);
 
 json error(const std::string& why) { return {{"error", why}}; }
 
@@ -381,14 +383,21 @@ json timed(State& s, const json& m) {
     out["tampering"] = sample.findings.tampering;
     out["library"] = sample.findings.library;
     out["blinded"] = sample.findings.blinded;
-    out["described"] = describe(s, m);
+    uint64_t end = 0;
+    out["described"] = describe(s, m, 0, &end);
+    // An earlier run's results as they are after this one (the reference's next reread, without a
+    // round trip of its own), packed after this run's values.
+    if (m.contains("also") && m["also"].is_object() && !out["described"].contains("need"))
+      out["also"] = describe(s, m["also"], end);
     return out;
   });
 }
 
 // The CUDA storages of `values` packed into the IPC buffer (overlapping ones as one range): each
 // tensor's JSON gets "at", its storage's first byte in the buffer. False when the buffer is too small.
-bool pack(State& s, const std::vector<at::Tensor>& ts, std::vector<json>& metas, uint64_t* need) {
+// From byte `base` of the buffer on; `*end`: the first byte after what was packed.
+bool pack(State& s, const std::vector<at::Tensor>& ts, std::vector<json>& metas, uint64_t* need, uint64_t base,
+          uint64_t* end) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // merged [lo, hi) of CUDA storages
   for (const at::Tensor& t : ts)
     if (t.defined() && t.is_cuda() && t.has_storage() && t.storage().nbytes()) {
@@ -402,7 +411,7 @@ bool pack(State& s, const std::vector<at::Tensor>& ts, std::vector<json>& metas,
     else
       merged.push_back(r);
   std::vector<uint64_t> at;
-  uint64_t used = 0;
+  uint64_t used = base;
   for (const auto& [lo, hi] : merged) {
     at.push_back(used);
     used += (hi - lo + 511) / 512 * 512;
@@ -411,6 +420,7 @@ bool pack(State& s, const std::vector<at::Tensor>& ts, std::vector<json>& metas,
     *need = used;
     return false;
   }
+  *end = used;
   for (size_t g = 0; g < merged.size(); ++g) {
     const auto [lo, hi] = merged[g];
     at::Tensor src = at::from_blob(reinterpret_cast<void*>(lo), {static_cast<int64_t>(hi - lo)},
@@ -426,7 +436,7 @@ bool pack(State& s, const std::vector<at::Tensor>& ts, std::vector<json>& metas,
   return true;
 }
 
-json describe(State& s, const json& m) {
+json describe(State& s, const json& m, uint64_t base, uint64_t* end) {
   ArgSet& set = set_of(s, m);
   static const Called none;
   const int64_t run = m.value("run", static_cast<int64_t>(set.runs.size()) - 1);
@@ -438,12 +448,15 @@ json describe(State& s, const json& m) {
       return json(metas.size() - 1);  // (an index, replaced below)
     });
   };
-  json out = {{"args", encode(set.args)}, {"results", encode(called.results)}};
-  std::vector<at::Tensor> ts = wire::tensors_in(set.args);
+  // (results only: an earlier run's results read again, which is all that rereading needs)
+  const bool results_only = m.value("results_only", false);
+  json out = {{"args", encode(results_only ? Values{} : set.args)}, {"results", encode(called.results)}};
+  std::vector<at::Tensor> ts = wire::tensors_in(results_only ? Values{} : set.args);
   for (const at::Tensor& t : wire::tensors_in(called.results)) ts.push_back(t);
   if (m.value("pack", false)) {
-    uint64_t need = 0;
-    if (!pack(s, ts, metas, &need)) return {{"need", need}};
+    uint64_t need = 0, packed = base;
+    if (!pack(s, ts, metas, &need, base, &packed)) return {{"need", need}};
+    if (end) *end = packed;
     synchronize(s.run.device);
   }
   out["tensors"] = metas;

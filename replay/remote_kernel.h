@@ -102,8 +102,9 @@ class KernelProcess {
   // bytes were made free for it (CUDA). The kernel's decline and what it raised are thrown as
   // bb::Decline and std::runtime_error, as from a call in this process.
   RemoteRun run(int64_t id, uint8_t poison = 0, size_t reserve = 0);
-  // A timed run (host clock or CUPTI, by device).
-  RemoteRun run_timed(int64_t id);
+  // A timed run (host clock or CUPTI, by device). CUDA: `reread_after`, an earlier run, is described in the
+  // same answer as it is after this run, for the next reread() of it (no round trip of its own).
+  RemoteRun run_timed(int64_t id, const RemoteRun* reread_after = nullptr);
   // (one host-timed run, dry or not: the kernel's answers, and the outside clocks)
   struct HostRun {
     wire::json done, reply;
@@ -111,7 +112,8 @@ class KernelProcess {
     verify::OutsideRun outside;
   };
   HostRun host_run(int64_t id, bool dry);
-  // An earlier run's results and arguments as they are now (a later call may have overwritten them).
+  // An earlier run's results as they are now (a later call may have overwritten them), or as they were
+  // after the timed run that was asked to describe them (run_timed). Its `args` are left empty.
   RemoteRun reread(const RemoteRun& earlier);
   // Lets the kernel's process drop argument set `id` and its runs: with its next request (the next case's
   // or run's), before it does anything else, not in a round trip of its own.
@@ -135,7 +137,7 @@ class KernelProcess {
   wire::json stage(const Values& inputs);
   wire::json about(int64_t id, wire::json request);
   RemoteRun finish(int64_t id, const wire::json& reply, const std::string& sampled);
-  RemoteRun replicas(int64_t id, int64_t run, const wire::json* described);
+  RemoteRun replicas(int64_t id, int64_t run, const wire::json* described, bool results_only = false);
   std::string sample(const wire::json& returned);
   void ensure_buffer(uint64_t bytes);
   void stop();
@@ -148,6 +150,8 @@ class KernelProcess {
   int64_t next_id_ = 0;
   uint64_t read_limit_ = uint64_t{8} << 30;
   std::map<int64_t, wire::json> pending_;  // per argument set: its making and filling, sent with its next request
+  // An earlier run (id, run) described after a timed run (run_timed's reread_after), for reread().
+  std::optional<std::pair<std::pair<int64_t, int64_t>, wire::json>> prefetched_;
   std::vector<int64_t> to_free_;           // argument sets released, dropped with the next request
   int inbox_fd_ = -1;                      // the memfd of host inputs (the kernel worker's kInboxFd)
   char* inbox_ = nullptr;
