@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "bb/kernel.h"
+#include "policy/verify/compare.h"
 #include "replay/isolation.h"
 #include "replay/kernel_worker.h"
 #include "replay/spent.h"
@@ -908,6 +909,7 @@ verify::OutsideRun KernelProcess::dry_run(int64_t id) {
 bool same_bytes(const Values& a, const Values& b) {
   const std::vector<at::Tensor> x = wire::tensors_in(a), y = wire::tensors_in(b);
   if (x.size() != y.size()) return false;
+  std::vector<std::pair<at::Tensor, at::Tensor>> pairs;  // (compared at once: one read for all of them)
   for (size_t k = 0; k < x.size(); ++k) {
     if (x[k].defined() != y[k].defined()) return false;
     if (!x[k].defined() || x[k].numel() == 0) continue;
@@ -924,9 +926,10 @@ bool same_bytes(const Values& a, const Values& b) {
         t = t.view(at::kByte);
       return t.reshape({-1}).contiguous();  // (on its device: at::equal compares there)
     };
-    if (x[k].device() != y[k].device() || !at::equal(bytes(x[k]), bytes(y[k]))) return false;
+    if (x[k].device() != y[k].device()) return false;
+    pairs.emplace_back(bytes(x[k]), bytes(y[k]));
   }
-  return true;
+  return verify::all_equal(pairs);
 }
 
 bool reuses(const RemoteRun& earlier, const RemoteRun& later, size_t outputs) {

@@ -82,6 +82,10 @@ std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Te
   if (expected.scalar_type() != actual.scalar_type())
     return make("dtype", "expected " + shape_text(expected) + ", got " + shape_text(actual));
   if (expected.numel() == 0) return std::nullopt;
+  // No bound on the values and no errors wanted: nothing about them can matter (uninitialized outputs,
+  // the structure check before a second chance), so they are not read (float64 copies of a large
+  // result, on every timed pair of an `empty` op).
+  if (!stats && std::isinf(tol.atol) && std::isinf(tol.rtol)) return std::nullopt;
   // Equal element for element (one op, the common case: a deterministic kernel, native against native)
   if (expected.device() == actual.device() && at::equal(expected, actual)) {
     if (stats) stats->add(0, 0);
@@ -145,6 +149,44 @@ std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const a
   return m;
 }
 
+bool all_equal(const std::vector<std::pair<at::Tensor, at::Tensor>>& pairs) {
+  std::vector<at::Tensor> differs;  // per device pair: a bool on the device, read once below
+  for (const auto& [x, y] : pairs) {
+    if (x.defined() != y.defined()) return false;
+    if (!x.defined()) continue;
+    if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type() || x.device() != y.device()) return false;
+    if (x.numel() == 0) continue;
+    if (x.is_cpu()) {
+      if (!at::equal(x, y)) return false;
+      continue;
+    }
+    differs.push_back(at::ne(x, y).any().reshape({1}));
+  }
+  if (differs.empty()) return true;
+  if (differs.size() == 1) return !differs[0].item<bool>();
+  return !at::cat(differs).any().item<bool>();
+}
+
+namespace {
+// The tensors of a list or tuple (nested ones too), paired in order; false where the structure differs or
+// holds anything but tensors (then compared element by element).
+bool tensor_pairs(const c10::IValue& a, const c10::IValue& b, std::vector<std::pair<at::Tensor, at::Tensor>>& out) {
+  if (a.isTensor() && b.isTensor()) {
+    out.emplace_back(a.toTensor(), b.toTensor());
+    return true;
+  }
+  if ((a.isList() && b.isList()) || (a.isTuple() && b.isTuple())) {
+    auto as = a.isList() ? a.toListRef().vec() : a.toTupleRef().elements().vec();
+    auto bs = b.isList() ? b.toListRef().vec() : b.toTupleRef().elements().vec();
+    if (as.size() != bs.size()) return false;
+    for (size_t k = 0; k < as.size(); ++k)
+      if (!tensor_pairs(as[k], bs[k], out)) return false;
+    return true;
+  }
+  return false;
+}
+}  // namespace
+
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,
                                        const ToleranceFn& tolerance, const std::string& path, ErrorStats* stats) {
   auto at_path = [&](std::optional<Mismatch> m) {
@@ -156,6 +198,14 @@ std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::I
     return at_path(compare_tensors(e, actual.toTensor(), tolerance(e.defined() ? e.scalar_type() : at::kFloat), stats));
   }
   if ((expected.isList() && actual.isList()) || (expected.isTuple() && actual.isTuple())) {
+    // Equal throughout (native against itself, a deterministic kernel): one read for the whole list.
+    if (std::vector<std::pair<at::Tensor, at::Tensor>> pairs; tensor_pairs(expected, actual, pairs) && pairs.size() > 1 &&
+                                                              all_equal(pairs)) {
+      if (stats)
+        for (const auto& [e, a] : pairs)
+          if (e.defined() && e.numel()) stats->add(0, 0);
+      return std::nullopt;
+    }
     auto ev = expected.isList() ? expected.toListRef().vec() : expected.toTupleRef().elements().vec();
     auto av = actual.isList() ? actual.toListRef().vec() : actual.toTupleRef().elements().vec();
     if (ev.size() != av.size())

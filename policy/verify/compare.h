@@ -32,6 +32,7 @@ struct ErrorStats {
 
 // nullopt when `actual` matches `expected`. Compared on expected's device, in one pass; where both
 // have the same shape and dtype, their errors are added to `stats` (if given) whether they match or not.
+// An infinite atol and rtol without `stats` compares what the values are not: defined, shape, dtype.
 std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Tensor& actual, Tolerance tol,
                                         ErrorStats* stats = nullptr);
 
@@ -46,6 +47,12 @@ std::optional<Mismatch> compare_tensors(const at::Tensor& expected, const at::Te
 std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const at::Tensor& actual,
                                                const at::Tensor& reference, Tolerance tol,
                                                const at::Tensor& rounding = {});
+
+// Whether each pair is equal element for element in at::equal's sense (NaN equal to nothing), each pair of
+// the same shape, dtype and device. On a GPU every pair's difference is reduced on the device and read
+// once for them all, not once per pair (a list op's hundreds of tensors). False where any pair differs;
+// then the caller compares them one by one to say how.
+bool all_equal(const std::vector<std::pair<at::Tensor, at::Tensor>>& pairs);
 
 // Tensors, lists and tuples of them, and scalars; `path` names the output in messages.
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,

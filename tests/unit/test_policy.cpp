@@ -1,6 +1,8 @@
 // Policy parsing (with the positions of errors), condition evaluation, tolerances, comparisons,
 // backend folder names.
 #include <ATen/ATen.h>
+
+#include <cmath>
 #include <unistd.h>
 
 #include <cstdio>
@@ -119,6 +121,14 @@ TEST_CASE("comparisons: tolerance, NaN positions, shapes, integers") {
   CHECK(compare_tensors(a, at::ones({2, 2}), {1, 1})->what == "shape");
   CHECK(compare_tensors(a, a.to(at::kDouble), {1, 1})->what == "dtype");
   CHECK(compare_tensors(at::tensor({1, 2}), at::tensor({1, 3}), default_tolerance(at::kLong))->first_index == 1);
+  // No bound on values and no errors wanted: kind, shape and dtype alone (NaN lost or not)
+  const Tolerance any = {INFINITY, INFINITY};
+  CHECK_FALSE(compare_tensors(a, at::tensor({1.0f, 2.0f, 3.0f, 4.0f}), any));
+  CHECK(compare_tensors(a, at::ones({2, 2}), any)->what == "shape");
+  CHECK(compare_tensors(a, a.to(at::kDouble), any)->what == "dtype");
+  CHECK(compare_tensors(a, at::Tensor(), any)->what == "kind");
+  ErrorStats wanted;  // (errors wanted: the values are read)
+  CHECK(compare_tensors(a, at::tensor({1.0f, 2.0f, 3.0f, 4.0f}), any, &wanted)->what == "values");
 }
 
 TEST_CASE("the relative error of an element expected to be 0 is measured from atol / rtol, not from 0") {

@@ -1,6 +1,7 @@
 // The verify checks (policy/verify/) as functions of values and schemas: flags, deep copy, which
 // arguments an op may write, inputs changed that it may not, aliasing, strides, identical values.
 #include <ATen/ATen.h>
+#include <dlfcn.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <set>
@@ -90,6 +91,41 @@ TEST_CASE("identical: bitwise, NaN equals NaN, lists element by element") {
   CHECK_FALSE(identical(a, at::tensor({1.0f, 2.0f})));
   CHECK(identical(c10::IValue(c10::List<at::Tensor>({a})), c10::IValue(c10::List<at::Tensor>({a.clone()}))));
   CHECK_FALSE(identical(c10::IValue(c10::List<at::Tensor>({a})), c10::IValue(c10::List<at::Tensor>({a, a}))));
+}
+
+TEST_CASE("all_equal: every pair equal (at::equal's sense) in one read, on the CPU and, where there is one, a GPU") {
+  std::vector<c10::Device> devices = {c10::kCPU};
+  // (torch's CUDA kernels are in libtorch_cuda, which nothing here links: loaded where this torch has it)
+  if (::dlopen(BB_TORCH_LIB_DIR "/libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL) && at::hasCUDA())
+    devices.emplace_back(c10::kCUDA, 0);
+  for (const c10::Device d : devices) {
+    INFO(d.str());
+    const auto on = at::TensorOptions().device(d);
+    std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
+    for (int k = 0; k < 40; ++k) {
+      at::Tensor t = at::randn({k + 1, 3}, on);
+      pairs.emplace_back(t, t.clone());
+    }
+    pairs.emplace_back(at::Tensor(), at::Tensor());             // undefined on both sides: equal
+    pairs.emplace_back(at::empty({0}, on), at::empty({0}, on));  // empty: equal
+    at::Tensor flags = at::arange(6, on).remainder(2).to(at::kBool);
+    pairs.emplace_back(flags, flags.clone());
+    CHECK(all_equal(pairs));
+    CHECK(all_equal({}));
+    auto changed = pairs;
+    changed[17].second = changed[17].second.clone();
+    changed[17].second[2][1] = 5.0;  // one element of one pair among forty
+    CHECK_FALSE(all_equal(changed));
+    at::Tensor nan = at::tensor({1.0f, NAN}, on);
+    CHECK_FALSE(all_equal({{nan, nan.clone()}}));  // NaN equals nothing (identical() then looks closer)
+    CHECK_FALSE(all_equal({{at::zeros({2, 3}, on), at::zeros({3, 2}, on)}}));                   // shape
+    CHECK_FALSE(all_equal({{at::zeros({2}, on), at::zeros({2}, on.dtype(at::kDouble))}}));      // dtype
+    CHECK_FALSE(all_equal({{at::zeros({2}, on), at::Tensor()}}));                                // defined
+    at::Tensor strided = at::arange(12, on.dtype(at::kFloat)).view({3, 4}).t();  // (not contiguous)
+    CHECK(all_equal({{strided, strided.contiguous()}}));
+  }
+  CHECK(identical(c10::IValue(c10::List<at::Tensor>({at::tensor({NAN}), at::ones({2})})),
+                  c10::IValue(c10::List<at::Tensor>({at::tensor({NAN}), at::ones({2})}))));  // (NaN, looked at closer)
 }
 
 TEST_CASE("aliasing: results in an argument's or another result's memory, and what the schema declares") {
