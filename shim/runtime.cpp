@@ -86,23 +86,9 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   path = claim_trace_path(path, run.id.pid, claim, &note);
   if (!note.empty()) log::warn(note);
 
-  tracer::TracerOptions options;
-  options.max_signatures = cfg.max_signatures;
-  options.int_ranges = cfg.int_ranges;
-  tracer::DeviceTimingOptions timing;
-  timing.enabled = cfg.device_time;
-  timing.timeline = !cfg.timeline.empty() && cfg.device_time;
-  timing.timeline_max_events = cfg.timeline_max_events;
-  timing.torch_lib_dir = dir_of(boot.torch_lib);
-  timing.first_calls = cfg.device_time_first;
-  timing.first_calls_asked = cfg.device_time_first_asked;
-  timing.calls = cfg.device_time_calls;
-  timing.refresh_ms = static_cast<uint32_t>(cfg.device_time_refresh * 1000.0 + 0.5);
-  timing.sample_on_ms = cfg.sample_on_ms;
-  timing.sample_period_ms = cfg.sample_period_ms;
-  tracer::configure_device_timing(timing);
+  const bool keep_timeline = !cfg.timeline.empty() && cfg.device_timing.enabled;
   std::string timeline_path;
-  if (timing.timeline) {
+  if (keep_timeline) {
     static PathClaim timeline_claim;
     std::string note;
     timeline_path =
@@ -111,13 +97,9 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   } else if (!cfg.timeline.empty()) {
     log::warn("BB_TIMELINE needs device timing; BB_DEVICE_TIME=0 turns both off");
   }
-  tracer::TraceStore* store = tracer::start_tracing(options);
-  tracer::install_cuda_support();
-  if (cfg.trace_sample > 1) {
-    tracer::TraceSamplingOptions sampling;
-    sampling.every = cfg.trace_sample;
-    tracer::start_trace_sampling(sampling, &every_call_needed);
-  }
+  tracer::TraceStore* store = tracer::start_tracing(cfg.tracer);
+  tracer::install_cuda_support(cfg.device_timing, keep_timeline, dir_of(boot.torch_lib));
+  if (cfg.trace_sampling.enabled()) tracer::start_trace_sampling(cfg.trace_sampling, &every_call_needed);
 
   auto* writer = new TraceWriter(store, path, std::move(run), timeline_path);  // never freed: used at exit
   g_writer.store(writer);

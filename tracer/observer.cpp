@@ -30,6 +30,7 @@ std::atomic<DeviceRangeProbe> g_probe{nullptr};
 std::atomic<void (*)()> g_next_op_task{nullptr};
 std::atomic<OpStartHook> g_start_hook{nullptr};
 std::atomic<OpEndHook> g_end_hook{nullptr};
+std::atomic<void*> g_hook_context{nullptr};
 TracerOptions g_options;
 at::CallbackHandle g_handle = 0;          // the callback that sees every call
 at::CallbackHandle g_sampled_handle = 0;  // sampled tracing: the same callback, for one call in N
@@ -267,7 +268,7 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
   s.cur_op = index;
   Slot* slot = find_or_add(s, *op, inputs);
   if (OpStartHook hook = g_start_hook.load(std::memory_order_relaxed))
-    f.hooked = hook(slot ? slot->sig : devtime::kNoSignature, sampled);
+    f.hooked = hook(g_hook_context.load(std::memory_order_relaxed), slot ? slot->sig : devtime::kNoSignature, sampled);
   if (!slot) {
     s.store->add_untraced();
     return;
@@ -292,9 +293,11 @@ void leave(ThreadState& s, const at::RecordFunction& fn) {
   size_t i = s.depth;
   while (i > 0 && s.frames[i - 1].fn != &fn) --i;
   if (i == 0) return;
-  if (OpEndHook hook = g_end_hook.load(std::memory_order_relaxed))
+  if (OpEndHook hook = g_end_hook.load(std::memory_order_relaxed)) {
+    void* hook_context = g_hook_context.load(std::memory_order_relaxed);
     for (size_t j = s.depth; j >= i; --j)  // this frame and any left open above it
-      if (s.frames[j - 1].hooked) hook();
+      if (s.frames[j - 1].hooked) hook(hook_context);
+  }
   const Frame& f = s.frames[i - 1];
   if (f.slot && f.had_child) {
     bump(f.slot->counters.with_children);
@@ -431,7 +434,8 @@ void reset_after_fork(bool keep_tracing) {
 
 void set_device_range_probe(DeviceRangeProbe probe) { g_probe.store(probe); }
 
-void set_op_hooks(OpStartHook start, OpEndHook end) {
+void set_op_hooks(OpStartHook start, OpEndHook end, void* hook_context) {
+  g_hook_context.store(hook_context);
   g_end_hook.store(end);
   g_start_hook.store(start);
 }
