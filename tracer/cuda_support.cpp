@@ -351,7 +351,7 @@ void drain(CudaSupport& cs) {
 // atexit's (a plain function pointer).
 void drain_before_cuda_exits() { drain(*cuda_support()); }
 
-// The store's device listener (set_device_listener, a plain function pointer).
+// The tracer's device listener (set_device_listener, a plain function pointer).
 void on_device(const std::string& device) {
   CudaSupport& cs = *cuda_support();  // installed before this listener was
   if (device.rfind("cuda:", 0) != 0 || cs.closed.load()) return;

@@ -39,6 +39,11 @@ void reset_after_fork(bool keep_tracing);
 
 void set_device_range_probe(DeviceRangeProbe probe);
 
+// Told about each device (cuda:0, ...) the first time any signature uses it, on the thread of the
+// call that used it, without the store's lock held.
+using DeviceListener = void (*)(const std::string& device);
+void set_device_listener(DeviceListener listener);
+
 // Called around each op call (with its signature, or devtime::kNoSignature past the signature
 // limit) once set, with `context` as given; `end` runs at the call's end, on its thread, only when
 // `start` returned true. `sampled`: the call began while sampled tracing saw one call in N, so calls
