@@ -297,8 +297,9 @@ void start_device_timing(CudaSupport& cs) {
   if (conflict.empty()) conflict = "this build has no CUPTI headers";
 #endif
   devtime::Sampling sampling;
-  if (timing.sample_period_ms > 0) sampling = devtime::Sampling::windows(timing.sample_on_ms, timing.sample_period_ms);
-  else if (timing.first_calls && !o.timeline && api && api->can_detach()) {
+  if (timing.sample_period_ms > 0) {
+    sampling = devtime::Sampling::windows(timing.sample_on_ms, timing.sample_period_ms);
+  } else if (timing.first_calls && !o.timeline && api && api->can_detach()) {
     // Only where CUPTI can be detached between windows (the callback mode, no timeline): else
     // windows would save next to nothing and time fewer calls.
     sampling = devtime::Sampling::first_calls(timing.calls, timing.refresh_ms(), devtime::CuptiSession::kRepeatGapMs);
