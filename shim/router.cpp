@@ -244,10 +244,19 @@ struct Route final : c10::OperatorKernel {
   }
 };
 
-std::mutex g_mu;
-std::vector<const Route*>* g_routes = new std::vector<const Route*>();  // owned by the dispatcher
-std::string g_backend_dir, g_policy_source;
-bool g_backend_named_by_policy = false;
+// What start_routing set up, for the summary: the routes (owned by the dispatcher) and where they
+// came from. Made at the first use and never freed (the summary is written at exit). Reached through
+// routing() only.
+struct Routing {
+  std::mutex mu;                     // guards routes
+  std::vector<const Route*> routes;  // owned by the dispatcher
+  std::string backend_dir, policy_source;
+  bool backend_named_by_policy = false;
+};
+Routing& routing() {
+  static auto* r = new Routing;
+  return *r;
+}
 
 std::string impl_name(const std::string& op) {
   auto [name, overload] = trace::split_op(op);
@@ -259,6 +268,7 @@ std::string impl_name(const std::string& op) {
 int start_routing(backends::Backend backend, policy::Policy policy, bool named_by_policy) {
   static std::atomic<bool> started{false};
   if (started.exchange(true)) return 0;
+  Routing& state = routing();
   auto* kept_policy = new policy::Policy(std::move(policy));  // lives as long as the routes
   auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::BackendSelect, __FILE__, __LINE__);
   const bool implied = kept_policy->source.empty();
@@ -269,8 +279,8 @@ int start_routing(backends::Backend backend, policy::Policy policy, bool named_b
     policy::OpPolicy effective = rule ? *rule : kept_policy->defaults;
     effective.op = k.op;
     auto route = std::make_unique<Route>(k, effective, kept_policy);
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_routes->push_back(route.get());
+    std::lock_guard<std::mutex> lock(state.mu);
+    state.routes.push_back(route.get());
     lib->impl(impl_name(k.op).c_str(), torch::CppFunction::makeFromBoxedFunctor(std::move(route)));
     ++routed;
   }
@@ -281,26 +291,28 @@ int start_routing(backends::Backend backend, policy::Policy policy, bool named_b
       log::warn(kept_policy->source + ":" + std::to_string(rule.line) + ": " + rule.op +
                 " is in the policy but the backend has no usable kernel for it");
   }
-  g_backend_dir = backend.dir;
-  g_backend_named_by_policy = named_by_policy;
-  g_policy_source = implied ? "" : kept_policy->source;
+  state.backend_dir = backend.dir;
+  state.backend_named_by_policy = named_by_policy;
+  state.policy_source = implied ? "" : kept_policy->source;
   if (routed) install_crash_guard();
   return routed;
 }
 
 std::string routing_summary() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_routes->empty()) return "";
+  Routing& state = routing();
+  std::lock_guard<std::mutex> lock(state.mu);
+  if (state.routes.empty()) return "";
   std::ostringstream s;
-  s << "routing summary: backend " << g_backend_dir
-    << (g_backend_named_by_policy ? " (named by the policy file: its code was compiled and ran in this program)" : "")
-    << (g_policy_source.empty() ? "" : ", policy " + g_policy_source) << "\n";
+  s << "routing summary: backend " << state.backend_dir
+    << (state.backend_named_by_policy ? " (named by the policy file: its code was compiled and ran in this program)"
+                                      : "")
+    << (state.policy_source.empty() ? "" : ", policy " + state.policy_source) << "\n";
   s << "  " << std::left << std::setw(36) << "op" << std::right << std::setw(7) << "mode" << std::setw(10) << "calls"
     << std::setw(10) << "routed" << std::setw(10) << "declined" << std::setw(8) << "unmet" << std::setw(8) << "passed"
     << std::setw(8) << "errors" << std::setw(8) << "native" << std::setw(10) << "mismatch"
     << "\n";
   std::ostringstream notes;
-  for (const Route* r : *g_routes) {
+  for (const Route* r : state.routes) {
     const OpStats& st = r->stats;
     s << "  " << std::left << std::setw(36) << r->kernel.op << std::right << std::setw(7)
       << policy::to_string(r->rule.mode) << std::setw(10) << st.calls.load() << std::setw(10) << st.routed.load()

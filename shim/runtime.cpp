@@ -21,40 +21,58 @@
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
+#include "tracer/process_state.h"
 
 namespace bb::shim {
 namespace {
 
-std::atomic<TraceWriter*> g_writer{nullptr};
-pid_t g_owner_pid = 0;
-std::string* g_summary_path = nullptr;
-std::atomic<bool> g_routing{false};  // routing is on: its counts need every call traced
+// The runtime's process state: the settings it started with, the trace writer, whether routing is
+// on. Made once by start() (unless BB_DISABLE) and never freed: the exit and fork handlers and
+// sampled tracing's thread use it until the process ends. Reached through runtime(), null before.
+struct Runtime {
+  explicit Runtime(Config c) : config(std::move(c)) {}
+  const Config config;
+  const pid_t owner_pid = ::getpid();         // a forked child never writes its parent's files
+  std::atomic<TraceWriter*> writer{nullptr};  // never freed: used at exit
+  std::atomic<bool> routing{false};           // routing is on: its counts need every call traced
+};
 
-// Sampled tracing's hold: every call must be traced while routing is on (a routed call is counted on
-// the traced call it runs in) and while device timing ties launches to ops.
+std::atomic<Runtime*>& started() {
+  BB_CONSTINIT static std::atomic<Runtime*> runtime{nullptr};
+  return runtime;
+}
+Runtime* runtime() { return started().load(std::memory_order_acquire); }
+
+// Sampled tracing's hold (a plain function pointer): every call must be traced while routing is on
+// (a routed call is counted on the traced call it runs in) and while device timing ties launches to
+// ops.
 bool every_call_needed() {
-  return g_routing.load(std::memory_order_relaxed) || tracer::device_timing_needs_every_call();
+  const Runtime* rt = runtime();
+  return (rt && rt->routing.load(std::memory_order_relaxed)) || tracer::device_timing_needs_every_call();
 }
 
-void write_routing_summary() {
+void write_routing_summary(const std::string& path) {
   std::string summary = routing_summary();
   if (summary.empty()) return;
-  if (g_summary_path && !g_summary_path->empty()) {
-    std::string err = write_file_atomic(*g_summary_path, summary);
+  if (!path.empty()) {
+    std::string err = write_file_atomic(path, summary);
     if (err.empty()) return;
     log::warn("cannot write the routing summary: " + err);
   }
   log::warn(summary);
 }
 
+// atexit's handler.
 void at_exit() {
-  if (::getpid() != g_owner_pid) return;  // a forked child never writes its parent's files
-  write_routing_summary();
-  if (TraceWriter* w = g_writer.load()) w->write("exited", true);
+  Runtime& rt = *runtime();
+  if (::getpid() != rt.owner_pid) return;  // a forked child never writes its parent's files
+  write_routing_summary(rt.config.summary);
+  if (TraceWriter* w = rt.writer.load()) w->write("exited", true);
 }
 
+// pthread_atfork's child handler.
 void in_forked_child() {
-  g_writer.store(nullptr);
+  runtime()->writer.store(nullptr);
   tracer::forget_device_timing();
   tracer::reset_after_fork(/*keep_tracing=*/false);
   restore_signal_handlers();
@@ -77,7 +95,8 @@ bool check_writable(const std::string& path) {
   return false;
 }
 
-void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
+void start_tracing_here(Runtime& rt, const bb_boot_info& boot) {
+  const Config& cfg = rt.config;
   RunInfo run = current_run_info(boot.torch_version);
   std::string path = planned_trace_path(cfg.trace_path, run.id, current_dir());
   if (!check_writable(path)) return;
@@ -86,23 +105,9 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   path = claim_trace_path(path, run.id.pid, claim, &note);
   if (!note.empty()) log::warn(note);
 
-  tracer::TracerOptions options;
-  options.max_signatures = cfg.max_signatures;
-  options.int_ranges = cfg.int_ranges;
-  tracer::DeviceTimingOptions timing;
-  timing.enabled = cfg.device_time;
-  timing.timeline = !cfg.timeline.empty() && cfg.device_time;
-  timing.timeline_max_events = cfg.timeline_max_events;
-  timing.torch_lib_dir = dir_of(boot.torch_lib);
-  timing.first_calls = cfg.device_time_first;
-  timing.first_calls_asked = cfg.device_time_first_asked;
-  timing.calls = cfg.device_time_calls;
-  timing.refresh_ms = static_cast<uint32_t>(cfg.device_time_refresh * 1000.0 + 0.5);
-  timing.sample_on_ms = cfg.sample_on_ms;
-  timing.sample_period_ms = cfg.sample_period_ms;
-  tracer::configure_device_timing(timing);
+  const bool keep_timeline = !cfg.timeline.empty() && cfg.device_timing.enabled;
   std::string timeline_path;
-  if (timing.timeline) {
+  if (keep_timeline) {
     static PathClaim timeline_claim;
     std::string note;
     timeline_path =
@@ -111,16 +116,12 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   } else if (!cfg.timeline.empty()) {
     log::warn("BB_TIMELINE needs device timing; BB_DEVICE_TIME=0 turns both off");
   }
-  tracer::TraceStore* store = tracer::start_tracing(options);
-  tracer::install_cuda_support();
-  if (cfg.trace_sample > 1) {
-    tracer::TraceSamplingOptions sampling;
-    sampling.every = cfg.trace_sample;
-    tracer::start_trace_sampling(sampling, &every_call_needed);
-  }
+  tracer::TraceStore* store = tracer::start_tracing(cfg.tracer);
+  tracer::install_cuda_support(cfg.device_timing, keep_timeline, dir_of(boot.torch_lib));
+  if (cfg.trace_sampling.enabled()) tracer::start_trace_sampling(cfg.trace_sampling, &every_call_needed);
 
   auto* writer = new TraceWriter(store, path, std::move(run), timeline_path);  // never freed: used at exit
-  g_writer.store(writer);
+  rt.writer.store(writer);
   if (!start_flusher([writer](const std::string& s, bool f) { return writer->write(s, f) && writer->wrote_file(); },
                      cfg.flush_seconds))
     log::warn("cannot start the background writer; the trace is written at exit only");
@@ -128,7 +129,8 @@ void start_tracing_here(const Config& cfg, const bb_boot_info& boot) {
   log::info("tracing torch " + std::string(boot.torch_version) + " ops to " + path);
 }
 
-void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
+void start_routing_here(Runtime& rt, const bb_boot_info& boot) {
+  const Config& cfg = rt.config;
   policy::Policy pol;  // implied: every op the backend provides, default settings
   if (!cfg.policy.empty()) {
     try {
@@ -156,9 +158,8 @@ void start_routing_here(const Config& cfg, const bb_boot_info& boot) {
   for (const auto& problem : backend.problems) log::warn("backend " + problem);
   for (const auto& folder : backend.python_elsewhere)
     log::warn("backend " + folder + ": Python kernels, and this program runs no Python interpreter: not routed");
-  g_routing.store(true);  // before any op is routed: sampled tracing traces every call from now on
+  rt.routing.store(true);  // before any op is routed: sampled tracing traces every call from now on
   const int routed = start_routing(std::move(backend), std::move(pol), named_by_policy);
-  g_summary_path = new std::string(cfg.summary);
   log::info("routing " + std::to_string(routed) + " ops to the backend in " + dir);
 }
 
@@ -167,9 +168,10 @@ int start(const bb_boot_info& boot) {
   log::set_level(cfg.log_level);
   for (const auto& p : cfg.problems) log::warn(p);
   if (cfg.disabled) return 1;
-  g_owner_pid = ::getpid();
-  if (cfg.trace) start_tracing_here(cfg, boot);
-  if (!cfg.backend.empty() || !cfg.policy.empty()) start_routing_here(cfg, boot);
+  auto* rt = new Runtime(std::move(cfg));  // never freed
+  started().store(rt);
+  if (rt->config.trace) start_tracing_here(*rt, boot);
+  if (!rt->config.backend.empty() || !rt->config.policy.empty()) start_routing_here(*rt, boot);
   std::atexit(&at_exit);
   pthread_atfork(nullptr, nullptr, &in_forked_child);
   return 0;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 namespace bb::shim {
 namespace {
@@ -49,37 +50,41 @@ std::string resolved(const std::string& path, const std::string& file_dir) {
 // "ON/PERIOD" in milliseconds, 0 < ON < PERIOD <= 60000; "off" or "0": every call.
 std::string read_sampling(const std::string& v, const std::string&, Config& c) {
   if (v == "off" || v == "0") {
-    c.sample_on_ms = c.sample_period_ms = 0;
+    c.device_timing.sample_on_ms = c.device_timing.sample_period_ms = 0;
     return "";
   }
   unsigned on = 0, period = 0;
   char extra = 0;
   if (std::sscanf(v.c_str(), "%u/%u%c", &on, &period, &extra) != 2 || on == 0 || on >= period || period > 60000)
     return "is not ON/PERIOD in milliseconds with 0 < ON < PERIOD <= 60000 (e.g. 10/100), or off";
-  c.sample_on_ms = on;
-  c.sample_period_ms = period;
+  c.device_timing.sample_on_ms = on;
+  c.device_timing.sample_period_ms = period;
   return "";
 }
 std::string sampling_text(const Config& c) {
-  return c.sample_period_ms ? std::to_string(c.sample_on_ms) + "/" + std::to_string(c.sample_period_ms) : "off";
+  const tracer::DeviceTimingOptions& t = c.device_timing;
+  return t.sample_period_ms ? std::to_string(t.sample_on_ms) + "/" + std::to_string(t.sample_period_ms) : "off";
 }
 
 // first, or 1/on/...: the first calls of each signature (the default); all: every call; 0/off/...: none.
 std::string read_device_time(const std::string& v, const std::string&, Config& c) {
+  tracer::DeviceTimingOptions& t = c.device_timing;
   if (v == "first" || v == "all") {
-    c.device_time = true;
-    c.device_time_first = v == "first";
-    c.device_time_first_asked = v == "first";
+    t.enabled = true;
+    t.first_calls = v == "first";
+    t.first_calls_asked = v == "first";
     return "";
   }
   const auto b = boolean(v);
   if (!b) return "is not first or all, nor 1, true, on or yes, nor 0, false, off or no";
-  c.device_time = *b;
-  c.device_time_first = *b;
-  c.device_time_first_asked = false;
+  t.enabled = *b;
+  t.first_calls = *b;
+  t.first_calls_asked = false;
   return "";
 }
-std::string device_time_text(const Config& c) { return c.device_time ? (c.device_time_first ? "first" : "all") : "0"; }
+std::string device_time_text(const Config& c) {
+  return c.device_timing.enabled ? (c.device_timing.first_calls ? "first" : "all") : "0";
+}
 
 std::string read_log(const std::string& v, const std::string&, Config& c) {
   static const char* const kLevels[] = {"off", "warn", "info", "debug", "0", "1", "2", "3"};
@@ -105,41 +110,57 @@ std::string read_trace(const std::string& v, const std::string& file_dir, Config
   return "";
 }
 
-// Generic readers of one Config member: a flag, a number within limits, a path.
-template <bool Config::*Member>
+// Where a setting lives: a member of Config (At<&Config::flush_seconds>), or a member of the options
+// of the part that uses it, which Config holds (At<&Config::tracer, &tracer::TracerOptions::int_ranges>).
+template <auto... Path>
+struct At {
+  // clang-format off
+  static auto& in(Config& c) { return (c .* ... .* Path); }
+  static const auto& in(const Config& c) { return (c .* ... .* Path); }
+  // clang-format on
+  using Type = std::remove_reference_t<decltype(in(std::declval<Config&>()))>;
+};
+
+// Generic readers of one setting: a flag, a number within limits, a path.
+template <class Field>
 std::string read_flag(const std::string& v, const std::string&, Config& c) {
   const auto b = boolean(v);
   if (!b) return kNotBoolean;
-  c.*Member = *b;
+  Field::in(c) = *b;
   return "";
 }
-template <bool Config::*Member>
+template <class Field>
 std::string flag_text(const Config& c) {
-  return c.*Member ? "1" : "0";
+  return Field::in(c) ? "1" : "0";
 }
 
-template <class T, T Config::*Member, long long Min, long long Max>
+template <class Field, long long Min, long long Max>
 std::string read_number(const std::string& v, const std::string&, Config& c) {
+  using T = typename Field::Type;
   constexpr bool integer = std::is_integral_v<T>;
   const auto d = number(v, static_cast<double>(Min), static_cast<double>(Max));
   if (!d || (integer && std::floor(*d) != *d)) return not_a_number(Min, Max, integer);
-  c.*Member = static_cast<T>(*d);
+  Field::in(c) = static_cast<T>(*d);
   return "";
 }
-template <class T, T Config::*Member>
+template <class Field>
 std::string number_value_text(const Config& c) {
-  return number_text(static_cast<double>(c.*Member));
+  return number_text(static_cast<double>(Field::in(c)));
 }
 
-template <std::string Config::*Member>
+template <class Field>
 std::string read_path(const std::string& v, const std::string& file_dir, Config& c) {
-  c.*Member = resolved(v, file_dir);
+  Field::in(c) = resolved(v, file_dir);
   return "";
 }
-template <std::string Config::*Member>
+template <class Field>
 std::string path_text(const Config& c) {
-  return c.*Member;
+  return Field::in(c);
 }
+
+using Tracer = tracer::TracerOptions;
+using Timing = tracer::DeviceTimingOptions;
+using TraceSampling = tracer::TraceSamplingOptions;
 
 std::string read_policy(const std::string& v, const std::string& file_dir, Config& c) {
   c.policy = resolved(v, file_dir);
@@ -153,7 +174,8 @@ std::string trace_text(const Config& c) { return c.trace ? c.trace_path : "off";
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> table = {
-      {"BB_DISABLE", "disable", "1", "turn everything off", read_flag<&Config::disabled>, flag_text<&Config::disabled>},
+      {"BB_DISABLE", "disable", "1", "turn everything off", read_flag<At<&Config::disabled>>,
+       flag_text<At<&Config::disabled>>},
       {"BB_TRACE", "trace", "path",
        "trace file (default `bbtrace.yaml` in the working directory); `%p` → pid, `%r` → rank; `off` disables "
        "tracing",
@@ -163,13 +185,14 @@ const std::vector<Setting>& settings() {
       {"BB_FLUSH_SECONDS", "flush_seconds", "s",
        "rewrite the trace every `s` seconds while running, after trying every second until the first file is "
        "written (default 10; 0: only at exit and on signals; at most 86400)",
-       read_number<double, &Config::flush_seconds, 0, 86400>, number_value_text<double, &Config::flush_seconds>},
+       read_number<At<&Config::flush_seconds>, 0, 86400>, number_value_text<At<&Config::flush_seconds>>},
       {"BB_MAX_SIGNATURES", "max_signatures", "n",
        "distinct signatures kept (default 100000, at most 100000000); calls past it are counted as "
        "`untraced_calls`",
-       read_number<size_t, &Config::max_signatures, 1, 100000000>, number_value_text<size_t, &Config::max_signatures>},
+       read_number<At<&Config::tracer, &Tracer::max_signatures>, 1, 100000000>,
+       number_value_text<At<&Config::tracer, &Tracer::max_signatures>>},
       {"BB_INT_RANGES", "int_ranges", "0", "do not sample value ranges of integer tensors",
-       read_flag<&Config::int_ranges>, flag_text<&Config::int_ranges>},
+       read_flag<At<&Config::tracer, &Tracer::int_ranges>>, flag_text<At<&Config::tracer, &Tracer::int_ranges>>},
       {"BB_DEVICE_TIME", "device_time", "first\\|all\\|0",
        "CUPTI device timing on CUDA: `first` (the default, also `1`) times each signature's first calls "
        "(`BB_DEVICE_TIME_CALLS`), extrapolates the rest and detaches CUPTI while no signature wants more; "
@@ -179,13 +202,13 @@ const std::vector<Setting>& settings() {
       {"BB_DEVICE_TIME_CALLS", "device_time_calls", "n",
        "with first-calls timing: timed calls each signature gets before CUPTI is detached (default 5, 1 to "
        "1000000); the trace extrapolates each signature's total to all its calls",
-       read_number<uint32_t, &Config::device_time_calls, 1, 1000000>,
-       number_value_text<uint32_t, &Config::device_time_calls>},
+       read_number<At<&Config::device_timing, &Timing::calls>, 1, 1000000>,
+       number_value_text<At<&Config::device_timing, &Timing::calls>>},
       {"BB_DEVICE_TIME_REFRESH", "device_time_refresh", "s",
        "with first-calls timing: every `s` seconds each signature wants one more timed call, to follow "
        "drift (default 10; 0: never; at most 86400)",
-       read_number<double, &Config::device_time_refresh, 0, 86400>,
-       number_value_text<double, &Config::device_time_refresh>},
+       read_number<At<&Config::device_timing, &Timing::refresh_s>, 0, 86400>,
+       number_value_text<At<&Config::device_timing, &Timing::refresh_s>>},
       {"BB_DEVICE_TIME_SAMPLE", "device_time_sample", "100/1000",
        "windowed device timing instead: only calls inside 100 ms windows every 1000 ms are timed, and CUPTI is "
        "detached in between ([docs/device-time.md](docs/device-time.md), "
@@ -200,23 +223,24 @@ const std::vector<Setting>& settings() {
        "a step is off by tens of percent over 20 steps), and one made only a few times after that may be "
        "missed ([docs/trace-format.md](docs/trace-format.md), [docs/performance.md](docs/performance.md)); "
        "0 or 1 (default): every call",
-       read_number<uint32_t, &Config::trace_sample, 0, 1000000>, number_value_text<uint32_t, &Config::trace_sample>},
+       read_number<At<&Config::trace_sampling, &TraceSampling::every>, 0, 1000000>,
+       number_value_text<At<&Config::trace_sampling, &TraceSampling::every>>},
       {"BB_TIMELINE", "timeline", "path",
        "also write a Chrome-trace/Perfetto timeline there at exit; `%p`, `%r` as for `BB_TRACE`",
-       read_path<&Config::timeline>, path_text<&Config::timeline>},
+       read_path<At<&Config::timeline>>, path_text<At<&Config::timeline>>},
       {"BB_TIMELINE_MAX_EVENTS", "timeline_max_events", "n",
        "timeline events kept per kind (default 1000000, at most 1000000000; later ones are counted, not kept)",
-       read_number<size_t, &Config::timeline_max_events, 1, 1000000000>,
-       number_value_text<size_t, &Config::timeline_max_events>},
+       read_number<At<&Config::device_timing, &Timing::timeline_max_events>, 1, 1000000000>,
+       number_value_text<At<&Config::device_timing, &Timing::timeline_max_events>>},
       {"BB_BACKEND", "backend", "dir",
        "route every op this backend folder provides ([docs/backends.md](docs/backends.md))",
-       read_path<&Config::backend>, path_text<&Config::backend>},
+       read_path<At<&Config::backend>>, path_text<At<&Config::backend>>},
       {"BB_POLICY", "policy", "file",
        "routing policy: which ops, conditions, route/shadow/off, errors, tolerances "
        "([docs/policy.md](docs/policy.md)); in a BB_CONFIG file also the policy itself (a map)",
-       read_policy, path_text<&Config::policy>},
+       read_policy, path_text<At<&Config::policy>>},
       {"BB_SUMMARY", "summary", "file", "write the routing summary there instead of stderr",
-       read_path<&Config::summary>, path_text<&Config::summary>},
+       read_path<At<&Config::summary>>, path_text<At<&Config::summary>>},
   };
   return table;
 }

@@ -29,6 +29,7 @@
 #include "tracer/devtime/cupti_session.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
+#include "tracer/process_state.h"
 #include "tracer/quiet_thread.h"
 #ifdef BB_WITH_CUPTI
 #include "tracer/devtime/cupti_library.h"
@@ -47,34 +48,57 @@ struct Pending {
   cudaEvent_t done;
 };
 
-std::mutex g_mu;                                               // guards everything below
-std::vector<Pending>* g_pending = new std::vector<Pending>();  // never freed: used at exit
-std::vector<int>* g_free = new std::vector<int>();
-int64_t* g_slots = nullptr;  // kSlots x {min, max} in pinned memory
-std::map<std::string, std::string>* g_names = new std::map<std::string, std::string>();
-unsigned long g_dropped = 0;
-std::atomic<bool> g_closed{false};  // the program is exiting: no more CUDA calls
+// The tracer's CUDA support in this process: made by install_cuda_support with the device-timing
+// options, and never freed (the exit handler, the writer thread and CUPTI's listener use it until
+// the process ends). Reached through cuda_support(), null before install_cuda_support.
+struct CudaSupport {
+  CudaSupport(const DeviceTimingOptions& t, bool keep, std::string dir)
+      : timing(t), keep_timeline(keep), torch_lib_dir(std::move(dir)) {}
+
+  // Device timing: what it was asked to do, and its session from the first CUDA use on.
+  const DeviceTimingOptions timing;
+  const bool keep_timeline;         // keep events for a timeline file
+  const std::string torch_lib_dir;  // where to look for torch's libcupti when none is loaded
+  std::once_flag first_use;
+  pid_t owner_pid = 0;  // the process whose CUDA context the probes and CUPTI use (set at first use)
+  std::atomic<devtime::CuptiSession*> timer{nullptr};  // never freed: used at exit
+  std::atomic<bool> closed{false};                     // the program is exiting: no more CUDA calls
+
+  std::mutex mu;  // guards everything below
+  std::vector<Pending> pending;
+  std::vector<int> free;
+  int64_t* slots = nullptr;  // kSlots x {min, max} in pinned memory
+  std::map<std::string, std::string> names;
+  unsigned long dropped = 0;
+};
+
+std::atomic<CudaSupport*>& installed() {
+  BB_CONSTINIT static std::atomic<CudaSupport*> support{nullptr};
+  return support;
+}
+CudaSupport* cuda_support() { return installed().load(std::memory_order_acquire); }
 
 bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   return cudaStreamIsCapturing(stream, &status) != cudaSuccess || status != cudaStreamCaptureStatusNone;
 }
 
-int take_slot() {  // call with g_mu held
-  if (!g_slots) {
+int take_slot(CudaSupport& cs) {  // call with cs.mu held
+  if (!cs.slots) {
     void* p = nullptr;
     if (cudaHostAlloc(&p, sizeof(int64_t) * 2 * kSlots, cudaHostAllocDefault) != cudaSuccess) return -1;
-    g_slots = static_cast<int64_t*>(p);
-    for (int i = kSlots - 1; i >= 0; --i) g_free->push_back(i);
+    cs.slots = static_cast<int64_t*>(p);
+    for (int i = kSlots - 1; i >= 0; --i) cs.free.push_back(i);
   }
-  if (g_free->empty()) return -1;
-  int slot = g_free->back();
-  g_free->pop_back();
+  if (cs.free.empty()) return -1;
+  int slot = cs.free.back();
+  cs.free.pop_back();
   return slot;
 }
 
 void probe(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor& t) {
-  if (g_closed.load() || !t.is_cuda() || t.numel() == 0) return;
+  CudaSupport& cs = *cuda_support();  // installed before this probe was
+  if (cs.closed.load() || !t.is_cuda() || t.numel() == 0) return;
   switch (t.scalar_type()) {  // the integer types aminmax supports on CUDA
     case at::kByte:
     case at::kChar:
@@ -89,8 +113,8 @@ void probe(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor&
   if (capturing(stream)) return;  // never add work to a CUDA graph being captured
   int slot;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    slot = take_slot();
+    std::lock_guard<std::mutex> lock(cs.mu);
+    slot = take_slot(cs);
   }
   if (slot < 0) return;
   at::RecordFunctionGuard untraced(false);  // our own ops are not the program's
@@ -98,16 +122,16 @@ void probe(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor&
   auto [lo, hi] = at::aminmax(t);
   at::Tensor both = at::stack({lo.to(at::kLong), hi.to(at::kLong)});
   cudaEvent_t ev = nullptr;
-  bool ok = cudaMemcpyAsync(g_slots + 2 * slot, both.const_data_ptr(), 2 * sizeof(int64_t), cudaMemcpyDeviceToHost,
+  bool ok = cudaMemcpyAsync(cs.slots + 2 * slot, both.const_data_ptr(), 2 * sizeof(int64_t), cudaMemcpyDeviceToHost,
                             stream) == cudaSuccess &&
             cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess &&
             cudaEventRecord(ev, stream) == cudaSuccess;
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(cs.mu);
   if (ok) {
-    g_pending->push_back({store, sig, where, slot, ev});
+    cs.pending.push_back({store, sig, where, slot, ev});
   } else {
     if (ev) cudaEventDestroy(ev);
-    g_free->push_back(slot);
+    cs.free.push_back(slot);
   }
 }
 
@@ -128,11 +152,11 @@ struct Finished {
   IntRange range;
 };
 
-// Takes the finished probes out; returns how many are still in flight. Call with g_mu held. The
-// results are merged into their stores after g_mu is released (the store's lock is never taken
-// inside g_mu, nor g_mu inside it).
-size_t collect_locked(std::vector<Finished>& done) {
-  auto& pending = *g_pending;
+// Takes the finished probes out; returns how many are still in flight. Call with cs.mu held. The
+// results are merged into their stores after cs.mu is released (the store's lock is never taken
+// inside cs.mu, nor cs.mu inside it).
+size_t collect_locked(CudaSupport& cs, std::vector<Finished>& done) {
+  auto& pending = cs.pending;
   size_t kept = 0;
   for (auto& p : pending) {
     cudaError_t st = cudaEventQuery(p.done);
@@ -140,9 +164,9 @@ size_t collect_locked(std::vector<Finished>& done) {
       pending[kept++] = p;
       continue;
     }
-    if (st == cudaSuccess) done.push_back({p.store, p.sig, p.where, {g_slots[2 * p.slot], g_slots[2 * p.slot + 1]}});
+    if (st == cudaSuccess) done.push_back({p.store, p.sig, p.where, {cs.slots[2 * p.slot], cs.slots[2 * p.slot + 1]}});
     cudaEventDestroy(p.done);
-    g_free->push_back(p.slot);
+    cs.free.push_back(p.slot);
   }
   pending.resize(kept);
   return kept;
@@ -152,23 +176,20 @@ void merge(const std::vector<Finished>& done) {
   for (const auto& f : done) f.store->merge_range(f.sig, f.where, f.range);
 }
 
-pid_t g_owner_pid = 0;  // the process whose CUDA context the probes use
-
 // ------------------------------------------------------------------ device timing (CUPTI)
 
-DeviceTimingOptions g_timing_options;
-std::atomic<devtime::CuptiSession*> g_timer{nullptr};  // never freed: used at exit
-
-bool timer_op_start(uint32_t sig, bool sampled) {
-  return g_timer.load(std::memory_order_relaxed)->op_start(sig, !sampled);
+// The observer's op hooks (set_op_hooks, a plain function pointer each), with the session as context.
+bool timer_op_start(void* timer, uint32_t sig, bool sampled) {
+  return static_cast<devtime::CuptiSession*>(timer)->op_start(sig, !sampled);
 }
-void timer_op_end() { g_timer.load(std::memory_order_relaxed)->op_end(); }
+void timer_op_end(void* timer) { static_cast<devtime::CuptiSession*>(timer)->op_end(); }
 
-// From the preload's CUPTI interposers (shim/bootstrap.c): another client is about to act. Called
-// from inside that client's CUPTI call: nothing may escape.
+// From the preload's CUPTI interposers (shim/bootstrap.c, a C function pointer): another client is
+// about to act. Called from inside that client's CUPTI call: nothing may escape.
 void on_cupti_event(int what) noexcept try {
-  devtime::CuptiSession* t = g_timer.load();
-  if (!t || ::getpid() != g_owner_pid) return;
+  CudaSupport* cs = cuda_support();
+  devtime::CuptiSession* t = cs ? cs->timer.load() : nullptr;
+  if (!t || ::getpid() != cs->owner_pid) return;
   if (what & 2)
     t->taken_over("another CUPTI client (torch.profiler?) is switching CUPTI's timestamps to its own clock");
   else if (what & 4)
@@ -250,11 +271,12 @@ void start_sweeper(devtime::CuptiSession* timer) {
       "records are collected as CUPTI's buffers fill");
 }
 
-void start_device_timing() {
-  if (!g_timing_options.enabled) return;
+void start_device_timing(CudaSupport& cs) {
+  const DeviceTimingOptions& timing = cs.timing;
+  if (!timing.enabled) return;
   devtime::CollectorOptions o;
-  o.timeline = g_timing_options.timeline;
-  o.timeline_max_events = g_timing_options.timeline_max_events;
+  o.timeline = cs.keep_timeline;
+  o.timeline_max_events = timing.timeline_max_events;
   std::string why;
   std::unique_ptr<devtime::CuptiApi> api;
   std::string conflict = cupti_conflict();
@@ -268,23 +290,22 @@ void start_device_timing() {
       else if (std::strcmp(m, "callback") != 0)
         log::warn(std::string("BB_CUPTI_MODE=") + m + " is not callback|external-all|kernels-only; using callback");
     }
-    api = devtime::make_real_cupti(g_timing_options.torch_lib_dir, mode, o.timeline, &why);
+    api = devtime::make_real_cupti(cs.torch_lib_dir, mode, o.timeline, &why);
     if (!api) conflict = why;
   }
 #else
   if (conflict.empty()) conflict = "this build has no CUPTI headers";
 #endif
   devtime::Sampling sampling;
-  if (g_timing_options.sample_period_ms > 0)
-    sampling = devtime::Sampling::windows(g_timing_options.sample_on_ms, g_timing_options.sample_period_ms);
-  else if (g_timing_options.first_calls && !o.timeline && api && api->can_detach()) {
+  if (timing.sample_period_ms > 0) {
+    sampling = devtime::Sampling::windows(timing.sample_on_ms, timing.sample_period_ms);
+  } else if (timing.first_calls && !o.timeline && api && api->can_detach()) {
     // Only where CUPTI can be detached between windows (the callback mode, no timeline): else
     // windows would save next to nothing and time fewer calls.
-    sampling = devtime::Sampling::first_calls(g_timing_options.calls, g_timing_options.refresh_ms,
-                                              devtime::CuptiSession::kRepeatGapMs);
+    sampling = devtime::Sampling::first_calls(timing.calls, timing.refresh_ms(), devtime::CuptiSession::kRepeatGapMs);
     sampling.is_variant = &float_variant;
     sampling.name_of = &describe_signature;
-  } else if (g_timing_options.first_calls_asked && api)  // the default falls back quietly
+  } else if (timing.first_calls_asked && api)  // the default falls back quietly
     log::warn(
         "BB_DEVICE_TIME=first needs CUPTI detachable between windows (the callback mode, no BB_TIMELINE): "
         "every call is timed");
@@ -298,28 +319,28 @@ void start_device_timing() {
       std::move(api), o, [](const std::string& m) { log::warn(m); }, sampling);
   if (auto listen = reinterpret_cast<void (*)(void (*)(int))>(dlsym(RTLD_DEFAULT, "bbshim_cupti_listen")))
     listen(&on_cupti_event);
-  g_timer.store(timer);
+  cs.timer.store(timer);
   if (!timer->start(conflict)) return;
-  set_op_hooks(&timer_op_start, &timer_op_end);
+  set_op_hooks(&timer_op_start, &timer_op_end, timer);
   start_sweeper(timer);
   if (sampling.enabled()) start_sampler(timer);
 }
 
 // Runs at exit before the CUDA runtime's own teardown: last collection, waiting up to 200 ms.
 // Never in a forked child (CUDA cannot be used there) and never twice.
-void drain_before_cuda_exits() {
-  if (::getpid() != g_owner_pid || g_closed.load()) return;
-  if (devtime::CuptiSession* t = g_timer.load()) t->finish();
+void drain(CudaSupport& cs) {
+  if (::getpid() != cs.owner_pid || cs.closed.load()) return;
+  if (devtime::CuptiSession* t = cs.timer.load()) t->finish();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   for (;;) {
     std::vector<Finished> done;
     bool last;
     {
-      std::lock_guard<std::mutex> lock(g_mu);
-      last = collect_locked(done) == 0 || std::chrono::steady_clock::now() >= deadline;
+      std::lock_guard<std::mutex> lock(cs.mu);
+      last = collect_locked(cs, done) == 0 || std::chrono::steady_clock::now() >= deadline;
       if (last) {
-        g_dropped += g_pending->size();
-        g_closed.store(true);
+        cs.dropped += cs.pending.size();
+        cs.closed.store(true);
       }
     }
     merge(done);
@@ -328,55 +349,69 @@ void drain_before_cuda_exits() {
   }
 }
 
+// atexit's (a plain function pointer).
+void drain_before_cuda_exits() { drain(*cuda_support()); }
+
+// The tracer's device listener (set_device_listener, a plain function pointer).
 void on_device(const std::string& device) {
-  if (device.rfind("cuda:", 0) != 0 || g_closed.load()) return;
-  static std::once_flag registered;
-  std::call_once(registered, [] {
-    g_owner_pid = ::getpid();
+  CudaSupport& cs = *cuda_support();  // installed before this listener was
+  if (device.rfind("cuda:", 0) != 0 || cs.closed.load()) return;
+  std::call_once(cs.first_use, [&cs] {
+    cs.owner_pid = ::getpid();
     std::atexit(&drain_before_cuda_exits);
-    start_device_timing();
+    start_device_timing(cs);
   });
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, std::stoi(device.substr(5))) != cudaSuccess) return;
-  std::lock_guard<std::mutex> lock(g_mu);
-  (*g_names)[device] = prop.name;
+  std::lock_guard<std::mutex> lock(cs.mu);
+  cs.names[device] = prop.name;
 }
 
 }  // namespace
 
-void install_cuda_support() {
+void install_cuda_support(const DeviceTimingOptions& timing, bool keep_timeline, const std::string& torch_lib_dir) {
+  auto* cs = new CudaSupport(timing, keep_timeline, torch_lib_dir);
+  CudaSupport* none = nullptr;
+  if (!installed().compare_exchange_strong(none, cs)) {
+    delete cs;  // installed already
+    return;
+  }
   set_device_range_probe(&probe_noexcept);
   set_device_listener(&on_device);
 }
 
 std::string device_name(const std::string& device) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  auto it = g_names->find(device);
-  return it == g_names->end() ? "" : it->second;
+  CudaSupport* cs = cuda_support();
+  if (!cs) return "";
+  std::lock_guard<std::mutex> lock(cs->mu);
+  auto it = cs->names.find(device);
+  return it == cs->names.end() ? "" : it->second;
 }
 
 void collect_device_ranges(bool final) {
-  if (final) drain_before_cuda_exits();
-  if (g_closed.load() || ::getpid() != g_owner_pid) return;
+  CudaSupport* cs = cuda_support();
+  if (!cs) return;
+  if (final) drain(*cs);
+  if (cs->closed.load() || ::getpid() != cs->owner_pid) return;
   std::vector<Finished> done;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    collect_locked(done);
+    std::lock_guard<std::mutex> lock(cs->mu);
+    collect_locked(*cs, done);
   }
   merge(done);
 }
 
-void configure_device_timing(const DeviceTimingOptions& options) { g_timing_options = options; }
-
 bool device_timing_needs_every_call() {
-  devtime::CuptiSession* t = g_timer.load(std::memory_order_relaxed);
-  return t && ::getpid() == g_owner_pid && t->needs_every_call();
+  CudaSupport* cs = cuda_support();
+  devtime::CuptiSession* t = cs ? cs->timer.load(std::memory_order_relaxed) : nullptr;
+  return t && ::getpid() == cs->owner_pid && t->needs_every_call();
 }
 
 DeviceTimeSnapshot device_time_snapshot() {
-  devtime::CuptiSession* t = g_timer.load();
+  CudaSupport* cs = cuda_support();
+  devtime::CuptiSession* t = cs ? cs->timer.load() : nullptr;
   if (!t)
-    return {g_timing_options.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0",
+    return {!cs || cs->timing.enabled ? "off: no CUDA device was used" : "off: BB_DEVICE_TIME=0",
             {},
             {},
             "",
@@ -386,7 +421,7 @@ DeviceTimeSnapshot device_time_snapshot() {
             0,
             0,
             {}};
-  if (::getpid() == g_owner_pid) t->round();
+  if (::getpid() == cs->owner_pid) t->round();
   return {t->status(),
           t->collector().by_signature(),
           t->collector().health(),
@@ -400,17 +435,21 @@ DeviceTimeSnapshot device_time_snapshot() {
 }
 
 devtime::Collector::Timeline device_timeline() {
-  devtime::CuptiSession* t = g_timer.load();
+  CudaSupport* cs = cuda_support();
+  devtime::CuptiSession* t = cs ? cs->timer.load() : nullptr;
   return t ? t->collector().timeline() : devtime::Collector::Timeline{};
 }
 
 void forget_device_timing() {
-  if (devtime::CuptiSession* t = g_timer.load()) t->forget();
+  CudaSupport* cs = cuda_support();
+  if (devtime::CuptiSession* t = cs ? cs->timer.load() : nullptr) t->forget();
 }
 
 unsigned long dropped_device_ranges() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_dropped;
+  CudaSupport* cs = cuda_support();
+  if (!cs) return 0;
+  std::lock_guard<std::mutex> lock(cs->mu);
+  return cs->dropped;
 }
 
 }  // namespace bb::tracer

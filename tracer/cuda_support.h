@@ -7,13 +7,17 @@
 #include <map>
 #include <string>
 
+#include "tracer/device_timing_options.h"
 #include "tracer/devtime/collector.h"
 #include "tracer/devtime/cupti_session.h"
 
 namespace bb::tracer {
 
-// Registers the value-range probe for CUDA integer tensors.
-void install_cuda_support();
+// Registers the value-range probe for CUDA integer tensors and device timing with `timing`, which
+// starts when an op first uses a CUDA device. After start_tracing; once per process (a later call
+// changes nothing). keep_timeline: keep events for a timeline file (BB_TIMELINE, with timing on);
+// torch_lib_dir: where to look for torch's libcupti when none is loaded.
+void install_cuda_support(const DeviceTimingOptions& timing, bool keep_timeline, const std::string& torch_lib_dir);
 
 // "NVIDIA H200" for "cuda:0"; "" when unknown or not a CUDA device.
 std::string device_name(const std::string& device);
@@ -24,21 +28,6 @@ void collect_device_ranges(bool final);
 
 // Range probes dropped because they had not finished when the trace was last written at exit.
 unsigned long dropped_device_ranges();
-
-struct DeviceTimingOptions {
-  bool enabled = true;                   // BB_DEVICE_TIME
-  bool timeline = false;                 // keep events for BB_TIMELINE
-  size_t timeline_max_events = 1000000;  // per kind
-  std::string torch_lib_dir;             // where to look for torch's libcupti when none is loaded
-  bool first_calls = true;               // each signature's first calls (the default); false: every call
-  bool first_calls_asked = false;        // BB_DEVICE_TIME=first itself: say so where it cannot be had
-  uint32_t calls = 5;                    // BB_DEVICE_TIME_CALLS: timed calls wanted per signature
-  uint32_t refresh_ms = 10000;           // BB_DEVICE_TIME_REFRESH: one more of each this often (0: never)
-  uint32_t sample_on_ms = 0;             // BB_DEVICE_TIME_SAMPLE=ON/PERIOD: record ON ms of every
-  uint32_t sample_period_ms = 0;         // PERIOD ms (0: no windows)
-};
-// Call before install_cuda_support(). Timing starts when an op first uses a CUDA device.
-void configure_device_timing(const DeviceTimingOptions& options);
 
 // True while device timing ties launches to ops (every call, or a window open): sampled tracing must
 // then see every call.

@@ -11,13 +11,24 @@
 #include <mutex>
 #include <set>
 
+#include "tracer/process_state.h"
+
 namespace bb::log {
 namespace {
-std::atomic<int> g_level{static_cast<int>(Level::Warn)};
-}
 
-void set_level(Level l) { g_level.store(static_cast<int>(l), std::memory_order_relaxed); }
-Level level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
+// The log's process state: its level and the keys warned about once. From the library's load to the
+// process's end (process_state.h: messages are written at exit too). Reached through state() only.
+struct Log {
+  std::atomic<int> level{static_cast<int>(Level::Warn)};
+  std::mutex once_mu;
+  std::set<std::string>* warned = nullptr;  // once_mu; made at the first warn_once, never freed
+};
+Log& state() { return process_state<Log>(); }
+
+}  // namespace
+
+void set_level(Level l) { state().level.store(static_cast<int>(l), std::memory_order_relaxed); }
+Level level() { return static_cast<Level>(state().level.load(std::memory_order_relaxed)); }
 
 Level parse_level(const char* text) {
   if (!text || !*text) return Level::Warn;
@@ -27,7 +38,7 @@ Level parse_level(const char* text) {
   return Level::Warn;
 }
 
-bool enabled(Level l) { return static_cast<int>(l) <= g_level.load(std::memory_order_relaxed); }
+bool enabled(Level l) { return static_cast<int>(l) <= state().level.load(std::memory_order_relaxed); }
 
 void write(Level l, const std::string& message) {
   if (!enabled(l)) return;
@@ -59,11 +70,11 @@ std::string current_exception_text() {
 }
 
 void warn_once(const std::string& key, const std::string& message) {
-  static std::mutex mu;
-  static std::set<std::string>* seen = new std::set<std::string>();  // never destroyed: used at exit
+  Log& s = state();
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!seen->insert(key).second) return;
+    std::lock_guard<std::mutex> lock(s.once_mu);
+    if (!s.warned) s.warned = new std::set<std::string>();
+    if (!s.warned->insert(key).second) return;
   }
   warn(message);
 }

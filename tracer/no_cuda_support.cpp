@@ -2,11 +2,10 @@
 
 namespace bb::tracer {
 
-void install_cuda_support() {}
+void install_cuda_support(const DeviceTimingOptions&, bool, const std::string&) {}
 std::string device_name(const std::string&) { return ""; }
 void collect_device_ranges(bool) {}
 unsigned long dropped_device_ranges() { return 0; }
-void configure_device_timing(const DeviceTimingOptions&) {}
 bool device_timing_needs_every_call() { return false; }
 DeviceTimeSnapshot device_time_snapshot() { return {"off: built without CUDA", {}, {}}; }
 devtime::Collector::Timeline device_timeline() { return {}; }

@@ -15,6 +15,7 @@
 
 #include "tracer/devtime/collector.h"
 #include "tracer/log.h"
+#include "tracer/process_state.h"
 #include "tracer/quiet_thread.h"
 #include "tracer/trace_sampling.h"
 
@@ -24,20 +25,40 @@ namespace {
 constexpr size_t kMaxFrames = 256;
 constexpr size_t kOpCacheInitial = 256;  // power of two; doubles at half full
 
-std::atomic<TraceStore*> g_store{nullptr};
-std::atomic<uint32_t> g_generation{1};
-std::atomic<DeviceRangeProbe> g_probe{nullptr};
-std::atomic<void (*)()> g_next_op_task{nullptr};
-std::atomic<OpStartHook> g_start_hook{nullptr};
-std::atomic<OpEndHook> g_end_hook{nullptr};
-TracerOptions g_options;
-at::CallbackHandle g_handle = 0;          // the callback that sees every call
-at::CallbackHandle g_sampled_handle = 0;  // sampled tracing: the same callback, for one call in N
-// Sampled tracing is on: the calls seen are counted as sampled too (each stands for N calls).
-std::atomic<bool> g_sampling{false};
-std::mutex g_sampler_mu;
-TraceSampler* g_sampler = nullptr;  // g_sampler_mu; never freed: the writer may ask at exit
-bool g_sampler_stopped = false;     // g_sampler_mu: at exit, before torch's callback registry is destroyed
+// The tracer's process state: the store calls are counted in, the callbacks registered with PyTorch,
+// what other parts hook into each call, the op lookup's shared knowledge and sampled tracing. From
+// the library's load to the process's end (process_state.h: the per-op callback reads it with no
+// guard and no indirection; threads still trace while static destructors run). Reached through
+// context() only; start_tracing fills it in, once.
+struct TracerContext {
+  // Read by every call.
+  std::atomic<uint32_t> generation{1};  // bumped by a fork: the threads' states from before are dropped
+  std::atomic<void (*)()> next_op_task{nullptr};
+  // Sampled tracing is on: the calls seen are counted as sampled too (each stands for N calls).
+  std::atomic<bool> sampling{false};
+  std::atomic<OpStartHook> start_hook{nullptr};  // set_op_hooks
+  std::atomic<OpEndHook> end_hook{nullptr};
+  std::atomic<void*> hook_context{nullptr};
+  std::atomic<DeviceRangeProbe> probe{nullptr};
+  std::atomic<DeviceListener> device_listener{nullptr};  // on a signature's slow path only
+  // The op lookup (lookup_op): named ranges' overload name (learn_named_overload), and a count of
+  // operators removed (OpsRemoved).
+  std::atomic<const char*> named_overload{nullptr};
+  std::atomic<const char*> named_candidate{nullptr};
+  std::atomic<uint64_t> ops_epoch{0};
+
+  std::atomic<TraceStore*> store{nullptr};  // never freed: threads may use it at exit
+  TracerOptions options;                    // as start_tracing was given them
+  at::CallbackHandle handle = 0;            // the callback that sees every call
+  at::CallbackHandle sampled_handle = 0;    // sampled tracing: the same callback, for one call in N
+
+  // Sampled tracing's thread, on a cache line of its own (it takes the lock every few milliseconds).
+  alignas(64) std::mutex sampler_mu;
+  TraceSampler* sampler = nullptr;  // sampler_mu; never freed: the writer may ask at exit
+  bool sampler_stopped = false;     // sampler_mu: at exit, before torch's callback registry is destroyed
+};
+
+inline TracerContext& context() { return process_state<TracerContext>(); }
 
 struct Frame {
   const at::RecordFunction* fn;
@@ -50,7 +71,7 @@ struct Frame {
 
 // A thread's ops by the addresses of their name and overload name, which stay put while the op is
 // registered (open addressing, linear probing). An op registered after another was removed may reuse
-// its addresses: every removal empties the caches (g_ops_epoch).
+// its addresses: every removal empties the caches (TracerContext::ops_epoch).
 struct OpCacheEntry {
   const char* name = nullptr;  // null: empty
   const char* overload = nullptr;
@@ -83,7 +104,7 @@ struct ThreadStateOwner {
     t_finished = true;
     t_state = nullptr;
     if (!state) return;
-    if (state->generation == g_generation.load()) state->store->detach(&state->table);
+    if (state->generation == context().generation.load()) state->store->detach(&state->table);
     delete state;
   }
 };
@@ -91,11 +112,11 @@ thread_local ThreadStateOwner t_owner;
 
 ThreadState* make_state() {
   if (t_finished) return nullptr;
-  TraceStore* store = g_store.load(std::memory_order_acquire);
+  TraceStore* store = context().store.load(std::memory_order_acquire);
   if (!store) return nullptr;
   // A state from before a fork belongs to the parent's store: drop it without touching that store.
   delete t_owner.state;
-  auto* s = new ThreadState(store, g_generation.load());
+  auto* s = new ThreadState(store, context().generation.load());
   store->attach(&s->table);
   t_owner.state = s;
   t_state = s;
@@ -104,7 +125,7 @@ ThreadState* make_state() {
 
 inline ThreadState* state_for_thread() {
   ThreadState* s = t_state;
-  if (C10_LIKELY(s && s->generation == g_generation.load(std::memory_order_relaxed))) return s;
+  if (C10_LIKELY(s && s->generation == context().generation.load(std::memory_order_relaxed))) return s;
   return make_state();
 }
 
@@ -113,24 +134,21 @@ inline ThreadState* state_for_thread() {
 // literal "" as overload name, an address no op's schema string can have (those live in the schema).
 // Once two named ranges have shown the same address, a record with it is known to be no op without
 // the store's lock (before, each named range took it, and so did the old op cache's collisions:
-// about a tenth of all calls on a small Llama's training step).
-std::atomic<const char*> g_named_overload{nullptr};
-std::atomic<const char*> g_named_candidate{nullptr};
+// about a tenth of all calls on a small Llama's training step). The address: TracerContext's
+// named_overload, once named_candidate has seen it twice.
 
 void learn_named_overload(const char* overload) {
   if (*overload != '\0') return;
-  const char* seen = g_named_candidate.exchange(overload, std::memory_order_relaxed);
-  if (seen == overload) g_named_overload.store(overload, std::memory_order_relaxed);
+  const char* seen = context().named_candidate.exchange(overload, std::memory_order_relaxed);
+  if (seen == overload) context().named_overload.store(overload, std::memory_order_relaxed);
 }
 
-// Bumped whenever an operator is removed from the dispatcher (a torch.library going away): the
-// threads' op caches are emptied before their next lookup.
-std::atomic<uint64_t> g_ops_epoch{0};
-
+// TracerContext's ops_epoch is bumped whenever an operator is removed from the dispatcher (a
+// torch.library going away): the threads' op caches are emptied before their next lookup.
 class OpsRemoved final : public c10::OpRegistrationListener {
  public:
   void onOperatorRegistered(const c10::OperatorHandle&) override {}
-  void onOperatorDeregistered(const c10::OperatorHandle&) override { g_ops_epoch.fetch_add(1); }
+  void onOperatorDeregistered(const c10::OperatorHandle&) override { context().ops_epoch.fetch_add(1); }
 };
 
 size_t op_slot(const char* name, size_t mask) {
@@ -159,8 +177,8 @@ void cache_op(ThreadState& s, const char* name, const char* overload, const OpIn
 const OpInfo* lookup_op(ThreadState& s, const at::RecordFunction& fn) {
   const char* name = fn.name();
   const char* overload = fn.overload_name();
-  if (overload == g_named_overload.load(std::memory_order_relaxed)) return nullptr;
-  if (const uint64_t epoch = g_ops_epoch.load(std::memory_order_acquire); C10_UNLIKELY(epoch != s.ops_epoch)) {
+  if (overload == context().named_overload.load(std::memory_order_relaxed)) return nullptr;
+  if (const uint64_t epoch = context().ops_epoch.load(std::memory_order_acquire); C10_UNLIKELY(epoch != s.ops_epoch)) {
     std::fill(s.ops.begin(), s.ops.end(), OpCacheEntry{});
     s.ops_used = 0;
     s.ops_epoch = epoch;
@@ -194,7 +212,7 @@ void sample_ranges(ThreadState& s, const Slot& slot, c10::ArrayRef<const c10::IV
     if (!t) continue;
     if (t->is_cpu()) {
       if (auto r = cpu_int_range(*t)) s.store->merge_range(slot.sig, where, *r);
-    } else if (DeviceRangeProbe probe = g_probe.load(std::memory_order_relaxed)) {
+    } else if (DeviceRangeProbe probe = context().probe.load(std::memory_order_relaxed)) {
       probe(s.store, slot.sig, where, *t);
     }
   }
@@ -222,6 +240,8 @@ Slot* find_or_add(ThreadState& s, const OpInfo& op, c10::ArrayRef<const c10::IVa
     if (Slot* slot = s.table.find(s.blind, hb)) return slot;
   auto interned = s.store->intern_signature(s.key, s.blind, op, inputs);
   if (!interned) return nullptr;
+  if (DeviceListener listen = context().device_listener.load())
+    for (const auto& d : interned->new_devices) listen(d);
   if (interned->merged) return s.table.insert(s.blind, hb, interned->sig, std::move(interned->ranges));
   return s.table.insert(s.key, h, interned->sig, std::move(interned->ranges));
 }
@@ -252,7 +272,7 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
     ++s.overflow;
     return;
   }
-  const bool sampled = g_sampling.load(std::memory_order_relaxed);
+  const bool sampled = context().sampling.load(std::memory_order_relaxed);
   const int index = static_cast<int>(s.depth++);
   Frame& f = s.frames[index];
   f = Frame{&fn, nullptr, s.cur_op, false, false, sampled};
@@ -266,8 +286,9 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
   if (nested) s.frames[s.cur_op].had_child = true;
   s.cur_op = index;
   Slot* slot = find_or_add(s, *op, inputs);
-  if (OpStartHook hook = g_start_hook.load(std::memory_order_relaxed))
-    f.hooked = hook(slot ? slot->sig : devtime::kNoSignature, sampled);
+  if (OpStartHook hook = context().start_hook.load(std::memory_order_relaxed))
+    f.hooked =
+        hook(context().hook_context.load(std::memory_order_relaxed), slot ? slot->sig : devtime::kNoSignature, sampled);
   if (!slot) {
     s.store->add_untraced();
     return;
@@ -280,7 +301,7 @@ void enter(ThreadState& s, const at::RecordFunction& fn) {
     bump(slot->counters.sampled_count);
     if (nested) bump(slot->counters.sampled_nested);
   }
-  if (!slot->ranges.empty() && g_options.int_ranges && (n & (n - 1)) == 0) sample_ranges(s, *slot, inputs);
+  if (!slot->ranges.empty() && context().options.int_ranges && (n & (n - 1)) == 0) sample_ranges(s, *slot, inputs);
 }
 
 void leave(ThreadState& s, const at::RecordFunction& fn) {
@@ -292,9 +313,11 @@ void leave(ThreadState& s, const at::RecordFunction& fn) {
   size_t i = s.depth;
   while (i > 0 && s.frames[i - 1].fn != &fn) --i;
   if (i == 0) return;
-  if (OpEndHook hook = g_end_hook.load(std::memory_order_relaxed))
+  if (OpEndHook hook = context().end_hook.load(std::memory_order_relaxed)) {
+    void* hook_context = context().hook_context.load(std::memory_order_relaxed);
     for (size_t j = s.depth; j >= i; --j)  // this frame and any left open above it
-      if (s.frames[j - 1].hooked) hook();
+      if (s.frames[j - 1].hooked) hook(hook_context);
+  }
   const Frame& f = s.frames[i - 1];
   if (f.slot && f.had_child) {
     bump(f.slot->counters.with_children);
@@ -311,11 +334,11 @@ void report(const char* where) {
 }
 
 void run_next_op_task() {
-  if (auto task = g_next_op_task.exchange(nullptr)) task();
+  if (auto task = context().next_op_task.exchange(nullptr)) task();
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (C10_UNLIKELY(g_next_op_task.load(std::memory_order_relaxed) != nullptr)) run_next_op_task();
+  if (C10_UNLIKELY(context().next_op_task.load(std::memory_order_relaxed) != nullptr)) run_next_op_task();
   ThreadState* s = state_for_thread();
   if (!s) return nullptr;
   try {
@@ -328,7 +351,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   ThreadState* s = t_state;
-  if (!s || s->generation != g_generation.load(std::memory_order_relaxed)) return;
+  if (!s || s->generation != context().generation.load(std::memory_order_relaxed)) return;
   try {
     leave(*s, fn);
   } catch (...) {
@@ -341,40 +364,43 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
 TraceStore* start_tracing(const TracerOptions& options) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
-  if (TraceStore* running = g_store.load()) return running;
-  g_options = options;
-  auto* store = new TraceStore(options.max_signatures);  // never freed: threads may use it at exit
-  g_store.store(store, std::memory_order_release);
+  TracerContext& c = context();
+  if (TraceStore* running = c.store.load()) return running;
+  c.options = options;
+  auto* store = new TraceStore(options.max_signatures);
+  c.store.store(store, std::memory_order_release);
   // Never released: the dispatcher may be gone before this library's destructors run.
   auto& dispatcher = c10::Dispatcher::singleton();
   new c10::RegistrationHandleRAII(dispatcher.addRegistrationListener(std::make_unique<OpsRemoved>()));
-  g_handle = at::addGlobalCallback(
+  c.handle = at::addGlobalCallback(
       at::RecordFunctionCallback(&on_start, &on_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   return store;
 }
 
 namespace {
 
-// Traces one call in N (sample) or every call; g_sampler_mu held. Off first, then on: for a moment
+// Traces one call in N (sample) or every call; sampler_mu held. Off first, then on: for a moment
 // neither callback runs, rather than both seeing one call.
 void use_sampled_callback(bool sample) {
-  at::disableCallback(sample ? g_handle : g_sampled_handle);
-  g_sampling.store(sample, std::memory_order_relaxed);
-  at::reenableCallback(sample ? g_sampled_handle : g_handle);
+  TracerContext& c = context();
+  at::disableCallback(sample ? c.handle : c.sampled_handle);
+  c.sampling.store(sample, std::memory_order_relaxed);
+  at::reenableCallback(sample ? c.sampled_handle : c.handle);
 }
 
 // The sampler's thread: asks TraceSampler whether to sample and swaps the callbacks (each thread
 // sees the change at its next op), until the store changes (fork) or the process exits.
 void run_sampler(TraceStore* store, TraceSampler* sampler, bool (*hold)()) {
+  TracerContext& c = context();
   bool sampling = false;
   for (;;) {
-    if (g_store.load() != store) return;
+    if (c.store.load() != store) return;
     const auto now = TraceSampler::clock::now();
     const bool held = hold && hold();
     const TraceStore::Progress p = store->progress();
     {
-      std::lock_guard<std::mutex> lock(g_sampler_mu);
-      if (g_sampler_stopped) return;
+      std::lock_guard<std::mutex> lock(c.sampler_mu);
+      if (c.sampler_stopped) return;
       const bool sample = sampler->step(now, p.calls, p.signatures, held);
       if (sample != sampling) {
         use_sampled_callback(sample);
@@ -388,8 +414,8 @@ void run_sampler(TraceStore* store, TraceSampler* sampler, bool (*hold)()) {
 // The sampler's thread ended on an exception (a bug of ours; escaping the thread would end the
 // program): every call is traced again from here, and that is said.
 void sampler_failed(const std::string& what) {
-  std::lock_guard<std::mutex> lock(g_sampler_mu);
-  if (g_sampler_stopped) return;
+  std::lock_guard<std::mutex> lock(context().sampler_mu);
+  if (context().sampler_stopped) return;
   use_sampled_callback(false);
   log::warn("sampled tracing stopped: internal error (" + what + "); every call is traced from here");
 }
@@ -397,66 +423,72 @@ void sampler_failed(const std::string& what) {
 }  // namespace
 
 bool start_trace_sampling(const TraceSamplingOptions& options, bool (*hold)()) {
-  TraceStore* store = g_store.load();
-  if (!store || !g_handle || !options.enabled()) return false;
-  std::lock_guard<std::mutex> lock(g_sampler_mu);
-  if (g_sampler) return false;
-  g_sampled_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+  TracerContext& c = context();
+  TraceStore* store = c.store.load();
+  if (!store || !c.handle || !options.enabled()) return false;
+  std::lock_guard<std::mutex> lock(c.sampler_mu);
+  if (c.sampler) return false;
+  c.sampled_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_start, &on_end)
                                                .needsInputs(true)
                                                .samplingProb(1.0 / options.every)
                                                .scopes({at::RecordScope::FUNCTION}));
-  at::disableCallback(g_sampled_handle);
-  g_sampler = new TraceSampler(options, TraceSampler::clock::now());
-  TraceSampler* sampler = g_sampler;
+  at::disableCallback(c.sampled_handle);
+  c.sampler = new TraceSampler(options, TraceSampler::clock::now());
+  TraceSampler* sampler = c.sampler;
   // Runs before the static destructors of what existed before it (torch's callback registry among
   // them): the thread switches nothing after.
   std::atexit([] {
-    std::lock_guard<std::mutex> lock(g_sampler_mu);
-    g_sampler_stopped = true;
+    std::lock_guard<std::mutex> lock(context().sampler_mu);
+    context().sampler_stopped = true;
   });
   return start_quiet_thread([store, sampler, hold] { run_sampler(store, sampler, hold); }, &sampler_failed,
                             "sampled tracing", "every call is traced");
 }
 
 std::optional<SampledTracing> sampled_tracing() {
-  std::lock_guard<std::mutex> lock(g_sampler_mu);
-  if (!g_sampler) return std::nullopt;
-  return SampledTracing{g_sampler->report(), static_cast<double>(g_sampler->options().every)};
+  TracerContext& c = context();
+  std::lock_guard<std::mutex> lock(c.sampler_mu);
+  if (!c.sampler) return std::nullopt;
+  return SampledTracing{c.sampler->report(), static_cast<double>(c.sampler->options().every)};
 }
 
 void reset_after_fork(bool keep_tracing) {
-  g_store.store(keep_tracing ? new TraceStore(g_options.max_signatures) : nullptr);
-  g_generation.fetch_add(1);
+  TracerContext& c = context();
+  c.store.store(keep_tracing ? new TraceStore(c.options.max_signatures) : nullptr);
+  c.generation.fetch_add(1);
 }
 
-void set_device_range_probe(DeviceRangeProbe probe) { g_probe.store(probe); }
+void set_device_range_probe(DeviceRangeProbe probe) { context().probe.store(probe); }
 
-void set_op_hooks(OpStartHook start, OpEndHook end) {
-  g_end_hook.store(end);
-  g_start_hook.store(start);
+void set_device_listener(DeviceListener listener) { context().device_listener.store(listener); }
+
+void set_op_hooks(OpStartHook start, OpEndHook end, void* hook_context) {
+  context().hook_context.store(hook_context);
+  context().end_hook.store(end);
+  context().start_hook.store(start);
 }
 
 bool inside_traced_op() noexcept {
-  if (g_sampling.load(std::memory_order_relaxed)) return true;  // in a call the tracer did not see, maybe
+  if (context().sampling.load(std::memory_order_relaxed)) return true;  // in a call the tracer did not see, maybe
   const ThreadState* s = t_state;
   return s && s->cur_op >= 0;
 }
 
 bool float_variant(uint32_t sig) {
-  TraceStore* store = g_store.load();
+  TraceStore* store = context().store.load();
   return store && store->float_variant(sig);
 }
 
 std::string describe_signature(uint32_t sig) {
-  TraceStore* store = g_store.load();
+  TraceStore* store = context().store.load();
   return store ? store->describe(sig) : "signature " + std::to_string(sig);
 }
 
-void run_on_next_op(void (*task)()) { g_next_op_task.store(task); }
+void run_on_next_op(void (*task)()) { context().next_op_task.store(task); }
 
 void mark_routed() {
   ThreadState* s = t_state;
-  if (!s || s->generation != g_generation.load(std::memory_order_relaxed) || s->cur_op < 0) return;
+  if (!s || s->generation != context().generation.load(std::memory_order_relaxed) || s->cur_op < 0) return;
   if (Slot* slot = s->frames[s->cur_op].slot) bump(slot->counters.routed);
 }
 

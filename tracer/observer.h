@@ -9,13 +9,9 @@
 
 #include "tracer/trace_sampling.h"
 #include "tracer/trace_store.h"
+#include "tracer/tracer_options.h"
 
 namespace bb::tracer {
-
-struct TracerOptions {
-  size_t max_signatures = 100000;  // distinct signatures kept; later new ones are only counted
-  bool int_ranges = true;          // record value ranges of integer tensor inputs
-};
 
 // Samples the value range of an integer tensor that is not on the CPU, without synchronizing.
 using DeviceRangeProbe = void (*)(TraceStore* store, uint32_t sig, RangeTarget where, const at::Tensor& t);
@@ -43,13 +39,18 @@ void reset_after_fork(bool keep_tracing);
 
 void set_device_range_probe(DeviceRangeProbe probe);
 
+// Told about each device (cuda:0, ...) the first time any signature uses it, on the thread of the
+// call that used it, without the store's lock held.
+using DeviceListener = void (*)(const std::string& device);
+void set_device_listener(DeviceListener listener);
+
 // Called around each op call (with its signature, or devtime::kNoSignature past the signature
-// limit) once set; `end` runs at the call's end, on its thread, only when `start` returned true.
-// `sampled`: the call began while sampled tracing saw one call in N, so calls inside it may go unseen
-// (device timing then never times it: their launches would count as its own).
-using OpStartHook = bool (*)(uint32_t sig, bool sampled);
-using OpEndHook = void (*)();
-void set_op_hooks(OpStartHook start, OpEndHook end);
+// limit) once set, with `context` as given; `end` runs at the call's end, on its thread, only when
+// `start` returned true. `sampled`: the call began while sampled tracing saw one call in N, so calls
+// inside it may go unseen (device timing then never times it: their launches would count as its own).
+using OpStartHook = bool (*)(void* context, uint32_t sig, bool sampled);
+using OpEndHook = void (*)(void* context);
+void set_op_hooks(OpStartHook start, OpEndHook end, void* context);
 // Whether this thread is inside a traced op call now, or may be inside one the tracer did not see
 // (sampled tracing): for CUDA's launch callbacks (never throws).
 bool inside_traced_op() noexcept;

@@ -35,8 +35,6 @@ std::vector<RangeTarget> range_targets(const OpInfo& op, c10::ArrayRef<const c10
   return out;
 }
 
-std::atomic<DeviceListener> g_device_listener{nullptr};
-
 // Adds the non-CPU devices of `args` to `devices`; returns the ones not seen before.
 std::vector<std::string> note_devices(const std::vector<trace::ArgValue>& args, std::set<std::string>& devices) {
   std::vector<std::string> added;
@@ -47,8 +45,6 @@ std::vector<std::string> note_devices(const std::vector<trace::ArgValue>& args, 
 }
 
 }  // namespace
-
-void set_device_listener(DeviceListener listener) { g_device_listener.store(listener); }
 
 const OpInfo* TraceStore::intern_op(const at::RecordFunction& fn) {
   const std::string full = trace::join_op(fn.name(), fn.overload_name());
@@ -110,9 +106,7 @@ std::optional<TraceStore::Interned> TraceStore::intern_signature(const KeyWords&
       }
     }
   }
-  if (DeviceListener listen = g_device_listener.load())
-    for (const auto& d : new_devices) listen(d);
-  return Interned{sig, range_targets(op, args), merged};
+  return Interned{sig, range_targets(op, args), merged, std::move(new_devices)};
 }
 
 trace::TensorMeta* TraceStore::tensor_at(Record& r, RangeTarget where) {

@@ -47,11 +47,6 @@ struct Snapshot {
   uint64_t untraced_calls = 0;
 };
 
-// Told about each device (cuda:0, ...) the first time any signature uses it. Called without the
-// store's lock held.
-using DeviceListener = void (*)(const std::string& device);
-void set_device_listener(DeviceListener listener);
-
 class TraceStore {
  public:
   explicit TraceStore(size_t max_signatures) : max_signatures_(max_signatures) {}
@@ -62,7 +57,8 @@ class TraceStore {
   struct Interned {
     uint32_t sig;
     std::vector<RangeTarget> ranges;
-    bool merged = false;  // counted under its first float variant: the thread keys it by the blind key
+    bool merged = false;                   // counted under its first float variant: the thread keys it by the blind key
+    std::vector<std::string> new_devices;  // devices (cuda:0, ...) no signature used before this one
   };
   // A signature's float variants — equal to it but for the values of float scalars — are kept as
   // signatures of their own up to this many; later ones are counted under the first (whose entry then

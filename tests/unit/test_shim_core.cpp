@@ -70,23 +70,25 @@ TEST_CASE("settings are read from BB_ variables") {
   CHECK(c.trace_path == "/x/t.yaml");
   CHECK(c.log_level == bb::log::Level::Debug);
   CHECK(c.flush_seconds == 0.5);
-  CHECK(c.max_signatures == 10);
-  CHECK_FALSE(c.int_ranges);
+  CHECK(c.tracer.max_signatures == 10);
+  CHECK_FALSE(c.tracer.int_ranges);
   CHECK_FALSE(config_of({{"BB_DISABLE", "0"}}).disabled);
   CHECK_FALSE(config_of({{"BB_TRACE", "off"}}).trace);
-  CHECK(c.device_time);
+  CHECK(c.device_timing.enabled);
   CHECK(c.timeline.empty());
   Config d = config_of({{"BB_DEVICE_TIME", "off"}, {"BB_TIMELINE", "/x/tl.json"}, {"BB_TIMELINE_MAX_EVENTS", "5"}});
-  CHECK_FALSE(d.device_time);
+  CHECK_FALSE(d.device_timing.enabled);
   CHECK(d.timeline == "/x/tl.json");
-  CHECK(d.timeline_max_events == 5);
+  CHECK(d.device_timing.timeline_max_events == 5);
+  CHECK(config_of({}).trace_sampling.every == 0);
+  CHECK(config_of({{"BB_TRACE_SAMPLE", "16"}}).trace_sampling.every == 16);
 }
 
 TEST_CASE("invalid settings fall back to defaults and say so") {
   Config c = config_of({{"BB_FLUSH_SECONDS", "soon"}, {"BB_LOG", "loud"}, {"BB_MAX_SIGNATURES", "0"}});
   CHECK(c.flush_seconds == 10.0);
   CHECK(c.log_level == bb::log::Level::Warn);
-  CHECK(c.max_signatures == 100000);
+  CHECK(c.tracer.max_signatures == 100000);
   REQUIRE(c.problems.size() == 3);
   CHECK(c.problems[0] == "BB_LOG='loud' is not off, warn, info or debug (or 0 to 3); using warn");
   CHECK(c.problems[1].rfind("BB_FLUSH_SECONDS='soon' is not a number in [", 0) == 0);
@@ -94,15 +96,15 @@ TEST_CASE("invalid settings fall back to defaults and say so") {
 
 TEST_CASE("sampled device timing: ON/PERIOD in milliseconds, checked, off by default") {
   Config none = config_of({});
-  CHECK(none.sample_period_ms == 0);
+  CHECK(none.device_timing.sample_period_ms == 0);
   Config c = config_of({{"BB_DEVICE_TIME_SAMPLE", "10/100"}});
   CHECK(c.problems.empty());
-  CHECK(c.sample_on_ms == 10);
-  CHECK(c.sample_period_ms == 100);
-  CHECK(config_of({{"BB_DEVICE_TIME_SAMPLE", "off"}}).sample_period_ms == 0);
+  CHECK(c.device_timing.sample_on_ms == 10);
+  CHECK(c.device_timing.sample_period_ms == 100);
+  CHECK(config_of({{"BB_DEVICE_TIME_SAMPLE", "off"}}).device_timing.sample_period_ms == 0);
   for (const char* bad : {"100/10", "10/10", "0/100", "10/", "10/100ms", "ten", "5/70000"}) {
     Config b = config_of({{"BB_DEVICE_TIME_SAMPLE", bad}});
-    CHECK(b.sample_period_ms == 0);
+    CHECK(b.device_timing.sample_period_ms == 0);
     REQUIRE(b.problems.size() == 1);
     CHECK(b.problems[0] == std::string("BB_DEVICE_TIME_SAMPLE='") + bad +
                                "' is not ON/PERIOD in milliseconds with 0 < ON < PERIOD <= 60000 (e.g. 10/100), "
@@ -112,9 +114,10 @@ TEST_CASE("sampled device timing: ON/PERIOD in milliseconds, checked, off by def
   std::ofstream(dir + "/s.yaml") << "device_time_sample: 20/1000\n";
   Config f = config_of({{"BB_CONFIG", dir + "/s.yaml"}});
   CHECK(f.problems.empty());
-  CHECK(f.sample_on_ms == 20);
-  CHECK(f.sample_period_ms == 1000);
-  CHECK(config_of({{"BB_CONFIG", dir + "/s.yaml"}, {"BB_DEVICE_TIME_SAMPLE", "off"}}).sample_period_ms == 0);
+  CHECK(f.device_timing.sample_on_ms == 20);
+  CHECK(f.device_timing.sample_period_ms == 1000);
+  CHECK(config_of({{"BB_CONFIG", dir + "/s.yaml"}, {"BB_DEVICE_TIME_SAMPLE", "off"}}).device_timing.sample_period_ms ==
+        0);
   std::ofstream(dir + "/bad.yaml") << "log: info\ndevice_time_sample: 1000/20\n";
   Config g = config_of({{"BB_CONFIG", dir + "/bad.yaml"}});
   REQUIRE(g.problems.size() == 1);
@@ -204,25 +207,26 @@ TEST_CASE("a setting has the same limits in the environment and in the config fi
   Config on = config_of({{"BB_CONFIG", dir + "/on.yaml"}});
   CHECK(on.problems.empty());
   CHECK(on.disabled);
-  CHECK_FALSE(on.int_ranges);
+  CHECK_FALSE(on.tracer.int_ranges);
   CHECK(on.log_level == bb::log::Level::Info);
 }
 
 TEST_CASE("device timing: first calls by default, with 1 and with first; every call with all; none with 0") {
   Config d = config_of({});
-  CHECK((d.device_time && d.device_time_first && !d.device_time_first_asked && d.device_time_calls == 5 &&
-         d.device_time_refresh == 10.0));
+  CHECK((d.device_timing.enabled && d.device_timing.first_calls && !d.device_timing.first_calls_asked &&
+         d.device_timing.calls == 5 && d.device_timing.refresh_s == 10.0));
   Config first =
       config_of({{"BB_DEVICE_TIME", "first"}, {"BB_DEVICE_TIME_CALLS", "3"}, {"BB_DEVICE_TIME_REFRESH", "0"}});
   CHECK(first.problems.empty());
-  CHECK((first.device_time && first.device_time_first && first.device_time_first_asked &&
-         first.device_time_calls == 3 && first.device_time_refresh == 0));
+  CHECK((first.device_timing.enabled && first.device_timing.first_calls && first.device_timing.first_calls_asked &&
+         first.device_timing.calls == 3 && first.device_timing.refresh_s == 0));
   Config on = config_of({{"BB_DEVICE_TIME", "1"}});
-  CHECK((on.problems.empty() && on.device_time && on.device_time_first && !on.device_time_first_asked));
+  CHECK((on.problems.empty() && on.device_timing.enabled && on.device_timing.first_calls &&
+         !on.device_timing.first_calls_asked));
   Config all = config_of({{"BB_DEVICE_TIME", "all"}});
-  CHECK((all.problems.empty() && all.device_time && !all.device_time_first));
+  CHECK((all.problems.empty() && all.device_timing.enabled && !all.device_timing.first_calls));
   Config off = config_of({{"BB_DEVICE_TIME", "off"}});
-  CHECK((!off.device_time && !off.device_time_first));
+  CHECK((!off.device_timing.enabled && !off.device_timing.first_calls));
   Config bad = config_of({{"BB_DEVICE_TIME", "some"}, {"BB_DEVICE_TIME_CALLS", "0"}});
   REQUIRE(bad.problems.size() == 2);
   CHECK(bad.problems[0] ==
