@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "shim/signals.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/log.h"
 
 namespace bb::shim {
@@ -16,7 +17,7 @@ constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction g_previous[65];
 thread_local const CrashContext* t_context = nullptr;
 
-void write_all(const char* text) { log::write_fully(STDERR_FILENO, text, std::strlen(text)); }
+void write_all(const char* text) { format::write_fully(STDERR_FILENO, text, std::strlen(text)); }
 
 void report_crash(int sig) {
   const CrashContext* c = t_context;

@@ -13,10 +13,10 @@
 #include "shim/boot_info.h"
 #include "shim/config.h"
 #include "shim/flusher.h"
-#include "shim/atomic_file.h"
 #include "shim/output_path.h"
 #include "shim/router.h"
 #include "shim/trace_writer.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/format/trace_yaml.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
@@ -40,7 +40,7 @@ void write_routing_summary() {
   std::string summary = routing_summary();
   if (summary.empty()) return;
   if (g_summary_path && !g_summary_path->empty()) {
-    std::string err = write_file_atomic(*g_summary_path, summary);
+    std::string err = format::write_file_atomic(*g_summary_path, summary);
     if (err.empty()) return;
     log::warn("cannot write the routing summary: " + err);
   }

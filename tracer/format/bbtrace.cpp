@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "replay/coverage_preview.h"
-#include "shim/atomic_file.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/format/tool_cli.h"
 #include "tracer/format/torchbench.h"
 #include "tracer/format/trace_merge.h"
@@ -55,7 +55,7 @@ int merge(const std::vector<std::string>& in, const std::string& out, bool keep_
     std::cerr << "bbtrace merge: " << e.what() << "\n";
     return 2;
   }
-  if (std::string why = bb::shim::write_file_atomic(out, bb::trace::to_yaml(t)); !why.empty()) {
+  if (std::string why = bb::format::write_file_atomic(out, bb::trace::to_yaml(t)); !why.empty()) {
     std::cerr << "bbtrace: " << why << "\n";
     return 2;
   }
