@@ -4,7 +4,8 @@
 //   bbtrace merge TRACE... -o OUT [--keep-devices]   (tracer/format/trace_merge.h)
 // TRACE/IN may be a bbshim trace (YAML) or a TorchBench operator-input log; the format is read from
 // the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace) or a failed
-// write.
+// write. A tool above the trace format and bbreplay's torch-free coverage preview (coverage_preview.h):
+// it links bb_trace_format, bb_judgeable and bb_atomic_file, no torch.
 #include <cerrno>
 #include <cstring>
 #include <fstream>
