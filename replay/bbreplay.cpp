@@ -24,7 +24,7 @@
 #include "replay/memory.h"
 #include "replay/report_writers.h"
 #include "replay/shard.h"
-#include "shim/atomic_file.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/format/tool_cli.h"
 #include "tracer/format/trace_summary.h"
 
@@ -37,7 +37,7 @@ using namespace bb::replay::app;
 // Written whole or not at all.
 void write_file(const std::string& path, const std::string& text) {
   if (path.empty()) return;
-  if (std::string why = shim::write_file_atomic(path, text); !why.empty()) throw Usage(why);
+  if (std::string why = format::write_file_atomic(path, text); !why.empty()) throw Usage(why);
 }
 
 // torch's CUDA kernels and hooks live in libtorch_cuda, which nothing here links: loaded when this

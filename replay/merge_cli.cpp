@@ -8,7 +8,7 @@
 
 #include "replay/part.h"
 #include "replay/report_writers.h"
-#include "shim/atomic_file.h"
+#include "tracer/format/atomic_file.h"
 
 namespace bb::replay {
 
@@ -36,7 +36,7 @@ int merge_main(int argc, char** argv) {
     for (const auto& [path, format] : {std::pair{json, "json"}, {csv, "csv"}, {markdown, "markdown"}})
       if (!path.empty()) outputs.emplace_back(path, make_writer(format)->render(report));
     for (const auto& [path, text] : outputs)
-      if (std::string why = shim::write_file_atomic(path, text); !why.empty()) throw MergeError(why);
+      if (std::string why = format::write_file_atomic(path, text); !why.empty()) throw MergeError(why);
     std::cout << make_writer("console")->render(report);
     return report.all_passed() ? 0 : 1;
   } catch (const MergeError& e) {

@@ -48,7 +48,7 @@ json not_judged_json(const NotJudged& n) {
 }
 
 // The report's meta as the JSON writer wrote it, with the part's list of what no case covers.
-ReportMeta meta_from(const json& j, const json& part) {
+ReportMeta meta_from(const ordered& j, const ordered& part) {
   ReportMeta m;
   m.tool = j.at("tool");
   m.trace = j.at("trace");
@@ -65,7 +65,7 @@ ReportMeta meta_from(const json& j, const json& part) {
   return m;
 }
 
-PartInfo info_from(const json& p) {
+PartInfo info_from(const ordered& p) {
   PartInfo info;
   info.shard.k = p.at("k");
   info.shard.n = p.at("n");
@@ -110,31 +110,32 @@ std::string render_part(const Report& report, const PartInfo& info) {
   p["assigned"] = info.assigned;
   p["not_replayed"] = json::array();
   for (const auto& n : report.meta.not_replayed) p["not_replayed"].push_back(not_judged_json(n));
-  p["results"] = json::array();
-  for (size_t i = 0; i < report.cases.size(); ++i) {
-    json c = case_to_json(report.cases[i]);
-    c["case"] = info.positions.at(i);
-    p["results"].push_back(std::move(c));
-  }
   j["part"] = ordered::parse(p.dump(-1, ' ', false, json::error_handler_t::replace));
+  // Each case as the report has it (the same function wrote it), with its position in the run.
+  ordered& results = j["part"]["results"] = ordered::array();
+  const auto flagged = report.flagged_ops();
+  for (size_t i = 0; i < report.cases.size(); ++i) {
+    results.push_back(case_to_json(report.cases[i], Report::speedup_of(report.cases[i], flagged)));
+    results.back()["case"] = info.positions.at(i);
+  }
   return j.dump(1, ' ', false, ordered::error_handler_t::replace) + "\n";
 }
 
 Part parse_part(const std::string& text, const std::string& file) {
-  json j;
+  ordered j;  // (in the file's order: a case's phases are in the order they were charged)
   try {
-    j = json::parse(text);
+    j = ordered::parse(text);
   } catch (const json::parse_error& e) {
     throw MergeError(file + ": not JSON (a truncated or malformed part?): " + e.what());
   }
-  if (!j.is_object() || j.value("schema", json()) != "bbreplay-report")
+  if (!j.is_object() || j.value("schema", ordered()) != "bbreplay-report")
     throw MergeError(file + ": not a bbreplay report (no \"schema\": \"bbreplay-report\")");
-  if (j.value("schema_version", json()) != kReportSchema)
-    throw MergeError(file + ": report schema version " + j.value("schema_version", json()).dump() +
+  if (j.value("schema_version", ordered()) != kReportSchema)
+    throw MergeError(file + ": report schema version " + j.value("schema_version", ordered()).dump() +
                      "; this bbreplay reads " + std::to_string(kReportSchema));
   if (!j.contains("part"))
     throw MergeError(file + ": the report of a whole run, not a part (bbreplay --shard K/N --json F writes parts)");
-  const json& p = j["part"];
+  const ordered& p = j["part"];
   try {
     if (p.at("schema") != "bbreplay-part" || p.at("version") != kPartVersion)
       throw MergeError(file + ": part format " + p.at("version").dump() + "; this bbreplay reads " +

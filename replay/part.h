@@ -12,7 +12,8 @@
 
 namespace bb::replay {
 
-inline constexpr int kPartVersion = 1;  // of the "part" object of a part's JSON report
+// Of the "part" object of a part's JSON report (2: its results are the report's cases, case_json.h).
+inline constexpr int kPartVersion = 2;
 // The reason bbreplay gives a signature whose traced case did not run because the run was stopped.
 inline constexpr const char* kNotRunReason = "not run (interrupted)";
 

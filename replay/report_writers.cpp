@@ -7,6 +7,8 @@
 #include <iomanip>
 #include <sstream>
 
+#include "replay/case_json.h"
+
 namespace bb::replay {
 namespace {
 
@@ -98,28 +100,6 @@ std::string statistics_lines(const Report& r, const char* bullet, bool markdown)
   return s.str();
 }
 
-nlohmann::json timing_json(const std::optional<Timing>& t) {
-  if (!t) return nullptr;
-  nlohmann::json j = {
-      {"median_us", t->median}, {"q1_us", t->q1}, {"q3_us", t->q3}, {"min_us", t->min}, {"samples", t->samples}};
-  if (t->events_median > 0) j["events_median_us"] = t->events_median;  // CUDA: the events' cross-check
-  return j;
-}
-
-// Seconds by phase, the worker's own remainder ("other in the worker") and what the worker did not see
-// (its start, messages: "worker start and messaging") added, so that the phases sum to wall_s.
-nlohmann::ordered_json spent_json(const CaseResult& c) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  double phases = 0;
-  for (const auto& [phase, seconds] : c.spent) {
-    j[phase] = seconds;
-    phases += seconds;
-  }
-  if (c.worker_s > 0) j["other in the worker"] = std::max(0.0, c.worker_s - phases);
-  if (c.wall_s > 0) j["worker start and messaging"] = std::max(0.0, c.wall_s - std::max(c.worker_s, phases));
-  return j;
-}
-
 class JsonWriter : public ReportWriter {
  public:
   std::string render(const Report& r) const override {
@@ -169,32 +149,7 @@ class JsonWriter : public ReportWriter {
                           {"speedup_withheld", withheld(s)}});
     j["cases"] = nlohmann::ordered_json::array();
     const auto flagged = r.flagged_ops();
-    for (const auto& c : r.cases) {
-      const auto sp = Report::speedup_of(c, flagged);
-      j["cases"].push_back(
-          {{"op", c.op},
-           {"signature", c.signature},
-           {"variant", c.variant},
-           {"calls", c.calls},
-           {"status", to_string(c.status)},
-           {"flags", verify::flag_names(c.flags)},
-           {"message", c.message},
-           {"max_abs_error", c.max_abs_error},
-           {"max_rel_error", c.max_rel_error},
-           {"rtol", c.rtol},
-           {"atol", c.atol},
-           {"native", timing_json(c.native)},
-           {"generated", timing_json(c.generated)},
-           {"unstable", c.unstable.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.unstable)},
-           {"speedup", sp ? nlohmann::ordered_json(*sp) : nullptr},
-           {"traced_device_us", c.traced_device_us},
-           {"statistics",
-            c.statistics.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.statistics)},
-           {"wall_s", c.wall_s},
-           {"spent", spent_json(c)}});
-      if (!c.aten_allowed.empty())
-        j["cases"].back()["aten_allowed"] = c.aten_allowed;  // (only where the policy allows)
-    }
+    for (const auto& c : r.cases) j["cases"].push_back(case_to_json(c, Report::speedup_of(c, flagged)));
     return j.dump(1) + "\n";
   }
 };

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "shim/signals.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/log.h"
 #include "tracer/process_state.h"
 
@@ -24,7 +25,7 @@ CrashGuard& crash_guard() { return process_state<CrashGuard>(); }
 
 thread_local const CrashContext* t_context = nullptr;  // the innermost generated kernel running on this thread
 
-void write_all(const char* text) { log::write_fully(STDERR_FILENO, text, std::strlen(text)); }
+void write_all(const char* text) { format::write_fully(STDERR_FILENO, text, std::strlen(text)); }
 
 void report_crash(int sig) {
   const CrashContext* c = t_context;

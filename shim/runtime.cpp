@@ -13,10 +13,10 @@
 #include "shim/boot_info.h"
 #include "shim/config.h"
 #include "shim/flusher.h"
-#include "shim/atomic_file.h"
 #include "shim/output_path.h"
 #include "shim/router.h"
 #include "shim/trace_writer.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/format/trace_yaml.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
@@ -55,7 +55,7 @@ void write_routing_summary(const std::string& path) {
   std::string summary = routing_summary();
   if (summary.empty()) return;
   if (!path.empty()) {
-    std::string err = write_file_atomic(path, summary);
+    std::string err = format::write_file_atomic(path, summary);
     if (err.empty()) return;
     log::warn("cannot write the routing summary: " + err);
   }

@@ -11,11 +11,11 @@
 #include <optional>
 #include <sstream>
 
-#include "shim/atomic_file.h"
 #include "tracer/cuda_support.h"
 #include "tracer/log.h"
 #include "tracer/observer.h"
 #include "tracer/devtime/timeline.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/format/device_estimate.h"
 #include "tracer/format/op_name.h"
 #include "tracer/format/trace_yaml.h"
@@ -136,7 +136,7 @@ std::string write_timeline_file(const std::string& path, const tracer::Snapshot&
   };
   std::ostringstream out;
   devtime::write_timeline(out, events, info);
-  return write_file_atomic(path, out.str());
+  return format::write_file_atomic(path, out.str());
 }
 
 trace::Trace make_trace(const tracer::Snapshot& snap, const RunInfo& run, const std::string& status,
@@ -239,7 +239,7 @@ bool TraceWriter::write_unguarded(const std::string& status, bool final) {
   }
   if (!final && status == "running" && snap.calls_seen == last_calls_) return true;
   last_calls_ = snap.calls_seen;
-  std::string err = write_file_atomic(
+  std::string err = format::write_file_atomic(
       path_, trace::to_yaml(make_trace(snap, run_, status, &times, sampled ? &sampled->info : nullptr)));
   if (err.empty()) {
     log::debug("wrote " + path_ + " (" + std::to_string(snap.entries.size()) + " signatures, " +

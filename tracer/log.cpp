@@ -5,12 +5,12 @@
 #include <boost/stacktrace.hpp>
 
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <set>
 
+#include "tracer/format/atomic_file.h"
 #include "tracer/process_state.h"
 
 namespace bb::log {
@@ -43,18 +43,7 @@ bool enabled(Level l) { return static_cast<int>(l) <= state().level.load(std::me
 void write(Level l, const std::string& message) {
   if (!enabled(l)) return;
   std::string line = "[bbshim] " + message + "\n";
-  write_fully(STDERR_FILENO, line.data(), line.size());  // stderr closed: the message is dropped
-}
-
-bool write_fully(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
+  format::write_fully(STDERR_FILENO, line.data(), line.size());  // stderr closed: the message is dropped
 }
 
 std::string stacktrace() { return boost::stacktrace::to_string(boost::stacktrace::stacktrace()); }

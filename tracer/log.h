@@ -16,8 +16,6 @@ Level parse_level(const char* text);
 bool enabled(Level level);
 void write(Level level, const std::string& message);  // one write(2) call per line
 
-// write(2) until all `n` bytes are out, retrying on EINTR; false on error. Async-signal-safe.
-bool write_fully(int fd, const char* data, size_t n);
 inline void warn(const std::string& m) { write(Level::Warn, m); }
 inline void info(const std::string& m) { write(Level::Info, m); }
 inline void debug(const std::string& m) { write(Level::Debug, m); }

@@ -1,5 +1,7 @@
 // Case selection (replay/cases): --ops patterns and the cases they make; a case result's JSON line
 // (replay/case_json), the worker's reply to its parent, read back as it was written.
+#include <cmath>
+
 #include "catch.h"
 #include "replay/case_json.h"
 #include "replay/cases.h"
@@ -46,14 +48,19 @@ TEST_CASE("a case result survives its JSON line") {
   r.message = "result 0: \"quoted\"\nand a second line";
   r.flags = {bb::verify::Flag::CachedResult, bb::verify::Flag::Aliasing};
   r.max_abs_error = 0.5;
-  r.max_rel_error = 1e-3;
+  r.max_rel_error = std::nan("");  // (written null)
   r.rtol = 1.3e-6;
   r.atol = 1e-5;
   r.native = Timing{10, 9, 11, 8, 25};
   r.native->events_median = 12;
   r.unstable = "native's interquartile range is wider than its median";
-  r.worker_s = 1.5;
-  r.spent = {{"inputs", 0.25}, {"native runs", 0.5}};
+  r.generated = Timing{5, 4, 6, 3, 25};
+  r.wall_s = 0.1 + 0.2;  // (not exact in decimal: must round-trip anyway)
+  r.worker_s = 1.5;      // more than wall_s and the phases: read back exactly all the same
+  r.spent = {{"native runs", 0.5}, {"inputs", 0.25}};  // (in the order charged, not by name)
+  r.traced_device_us = 120;
+  r.statistics = "mean within 3 sigma";
+  r.aten_allowed = {"aten::mm"};
   const std::string line = case_to_json_line(r);
   CHECK(line.back() == '\n');
   CHECK(line.find('\n') == line.size() - 1);  // one line
@@ -66,7 +73,7 @@ TEST_CASE("a case result survives its JSON line") {
   CHECK(back.message == r.message);
   CHECK(back.flags == r.flags);
   CHECK(back.max_abs_error == r.max_abs_error);
-  CHECK(back.max_rel_error == r.max_rel_error);
+  CHECK(std::isnan(back.max_rel_error));
   CHECK(back.rtol == r.rtol);
   CHECK(back.atol == r.atol);
   REQUIRE(back.native.has_value());
@@ -74,10 +81,21 @@ TEST_CASE("a case result survives its JSON line") {
   CHECK(back.native->q1 == 9);
   CHECK(back.native->samples == 25);
   CHECK(back.native->events_median == 12);
-  CHECK_FALSE(back.generated.has_value());
+  REQUIRE(back.generated.has_value());
+  CHECK(back.generated->min == 3);
+  CHECK(back.generated->events_median == 0);
   CHECK(back.unstable == r.unstable);
+  CHECK(back.wall_s == r.wall_s);
   CHECK(back.worker_s == r.worker_s);
   CHECK(back.spent == r.spent);
+  CHECK(back.traced_device_us == r.traced_device_us);
+  CHECK(back.statistics == r.statistics);
+  CHECK(back.aten_allowed == r.aten_allowed);
+  // The line is the JSON report's case (its keys), with the case's own speedup (none: it failed).
+  const auto j = nlohmann::ordered_json::parse(line);
+  CHECK(j["max_abs_error"] == 0.5);
+  CHECK(j["speedup"].is_null());
+  CHECK(j["spent"]["other in the worker"] == 0.75);
 }
 
 TEST_CASE("a malformed result line or an unknown flag is an error, not a result") {

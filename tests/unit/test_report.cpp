@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
+#include "replay/case_json.h"
 #include "replay/report_writers.h"
 
 using namespace bb::replay;
@@ -111,6 +112,19 @@ TEST_CASE("per-op and overall figures") {
   CHECK(o.perf_at[0].second == Approx(1.0 / 3));  // relu correct; add, gelu not; embedding not evaluated
   CHECK(o.perf_at[1].second == Approx(0.0));      // relu's speedup is 1.0, not above 1
   CHECK_FALSE(r.all_passed());
+}
+
+TEST_CASE("the JSON report's cases read back as the cases written: one schema, the worker protocol's too") {
+  const Report r = sample_report();
+  const auto j = nlohmann::ordered_json::parse(make_writer("json")->render(r));
+  REQUIRE(j["cases"].size() == r.cases.size());
+  const auto flagged = r.flagged_ops();
+  for (size_t i = 0; i < r.cases.size(); ++i) {
+    const CaseResult back = case_from_json(j["cases"][i]);
+    CHECK(case_to_json(back, Report::speedup_of(back, flagged)) == j["cases"][i]);
+    CHECK(back.worker_s == r.cases[i].worker_s);
+    CHECK(back.spent == r.cases[i].spent);
+  }
 }
 
 TEST_CASE("coverage: the share of the traced program's calls and device time that cases judged") {

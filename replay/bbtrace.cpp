@@ -4,14 +4,15 @@
 //   bbtrace merge TRACE... -o OUT [--keep-devices]   (tracer/format/trace_merge.h)
 // TRACE/IN may be a bbshim trace (YAML) or a TorchBench operator-input log; the format is read from
 // the content. Exit codes: 0 ok, 2 usage or input error (file:line:column for a bad trace) or a failed
-// write.
+// write. A tool above the trace format and bbreplay's torch-free coverage preview (coverage_preview.h):
+// it links bb_trace_format, bb_judgeable and bb_atomic_file, no torch.
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 
 #include "replay/coverage_preview.h"
-#include "shim/atomic_file.h"
+#include "tracer/format/atomic_file.h"
 #include "tracer/format/tool_cli.h"
 #include "tracer/format/torchbench.h"
 #include "tracer/format/trace_merge.h"
@@ -55,7 +56,7 @@ int merge(const std::vector<std::string>& in, const std::string& out, bool keep_
     std::cerr << "bbtrace merge: " << e.what() << "\n";
     return 2;
   }
-  if (std::string why = bb::shim::write_file_atomic(out, bb::trace::to_yaml(t)); !why.empty()) {
+  if (std::string why = bb::format::write_file_atomic(out, bb::trace::to_yaml(t)); !why.empty()) {
     std::cerr << "bbtrace: " << why << "\n";
     return 2;
   }
