@@ -14,7 +14,7 @@
 
 namespace bb::replay {
 
-inline constexpr int kReportSchema = 3;  // bumped when a writer's output changes incompatibly
+inline constexpr int kReportSchema = 2;  // bumped when a writer's output changes incompatibly
 
 // Invalid: native itself rejected, crashed or hung on the call the harness made: a defect of the
 // harness (an input it should not have built), never charged to the kernel under test.

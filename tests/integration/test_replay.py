@@ -271,10 +271,10 @@ class Replay(TempDirTest):
         csv, md = self.dir / "r.csv", self.dir / "r.md"
         data, r = self.report(self.behaviour_trace, "--ops", "relu,exp", "--csv", csv, "--markdown", md,
                               "--repetitions", "5")
-        self.assertEqual(data["schema_version"], 3)
+        self.assertEqual(data["schema_version"], 2)
         self.assertTrue(csv.read_text().startswith("schema_version,op,signature,"))
-        self.assertTrue(csv.read_text().splitlines()[1].startswith("3,aten::"))
-        self.assertIn("bbreplay-report schema 3", md.read_text())
+        self.assertTrue(csv.read_text().splitlines()[1].startswith("2,aten::"))
+        self.assertIn("bbreplay-report schema 2", md.read_text())
 
     def test_help_documents_every_flag(self):
         r = replay("--help")
