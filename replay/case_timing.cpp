@@ -322,7 +322,7 @@ class Interleaved {
 
   Called native_on_device(const Values& args) {
     Called result;
-    std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction and synchronization (its CUPTI records: kCupti)
+    std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction and synchronization (records: kCupti)
     CuptiCallSample s = timer_->time([&] {
       Spent timed(phase::kTimed);
       result = call(c_.op(), nullptr, args, o_, true, false);

@@ -747,7 +747,8 @@ RemoteRun KernelProcess::run_timed(int64_t id, const RemoteRun* reread_after) {
       Spent spent(phase::kTimed);
       json request = {{"cmd", "timed"}, {"pack", true}};
       if (reread_after)
-        request["also"] = {{"id", reread_after->id}, {"run", reread_after->run}, {"pack", true}, {"results_only", true}};
+        request["also"] = {
+            {"id", reread_after->id}, {"run", reread_after->run}, {"pack", true}, {"results_only", true}};
       reply = ask(about(id, std::move(request)));
     }
     throw_kernel_exception(reply);

@@ -199,8 +199,8 @@ std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::I
   }
   if ((expected.isList() && actual.isList()) || (expected.isTuple() && actual.isTuple())) {
     // Equal throughout (native against itself, a deterministic kernel): one read for the whole list.
-    if (std::vector<std::pair<at::Tensor, at::Tensor>> pairs; tensor_pairs(expected, actual, pairs) && pairs.size() > 1 &&
-                                                              all_equal(pairs)) {
+    std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
+    if (tensor_pairs(expected, actual, pairs) && pairs.size() > 1 && all_equal(pairs)) {
       if (stats)
         for (const auto& [e, a] : pairs)
           if (e.defined() && e.numel()) stats->add(0, 0);
