@@ -387,10 +387,12 @@ json timed(State& s, const json& m) {
     out["described"] = describe(s, m, 0, &end);
     // An earlier run's results as they are after this one (the reference's next reread, without a
     // round trip of its own), packed after this run's values.
-    if (m.contains("also") && m["also"].is_object() && !out["described"].contains("need")) try {
+    if (m.contains("also") && m["also"].is_object() && !out["described"].contains("need")) {
+      try {
         out["also"] = describe(s, m["also"], end);
       } catch (const std::exception&) {  // (no such run here: the reference asks for it on its own, as before)
       }
+    }
     return out;
   });
 }
@@ -451,9 +453,10 @@ json describe(State& s, const json& m, uint64_t base, uint64_t* end) {
     });
   };
   // (results only: an earlier run's results read again, which is all that rereading needs)
-  const bool results_only = m.value("results_only", false);
-  json out = {{"args", encode(results_only ? Values{} : set.args)}, {"results", encode(called.results)}};
-  std::vector<at::Tensor> ts = wire::tensors_in(results_only ? Values{} : set.args);
+  static const Values no_args;
+  const Values& args = m.value("results_only", false) ? no_args : set.args;
+  json out = {{"args", encode(args)}, {"results", encode(called.results)}};
+  std::vector<at::Tensor> ts = wire::tensors_in(args);
   for (const at::Tensor& t : wire::tensors_in(called.results)) ts.push_back(t);
   if (m.value("pack", false)) {
     uint64_t need = 0, packed = base;

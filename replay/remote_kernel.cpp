@@ -752,8 +752,7 @@ RemoteRun KernelProcess::run_timed(int64_t id, const RemoteRun* reread_after) {
       reply = ask(about(id, std::move(request)));
     }
     throw_kernel_exception(reply);
-    prefetched_.reset();
-    if (reread_after && reply.contains("also"))
+    if (reread_after && reply.contains("also"))  // (ask() dropped any earlier one)
       prefetched_.emplace(std::make_pair(reread_after->id, reread_after->run), std::move(reply["also"]));
     RemoteRun r = finish(id, reply, "");
     r.us = reply.value("device_us", 0.0);

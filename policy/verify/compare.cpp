@@ -167,9 +167,6 @@ bool all_equal(const std::vector<std::pair<at::Tensor, at::Tensor>>& pairs) {
   return !at::cat(differs).any().item<bool>();
 }
 
-namespace {
-// The tensors of a list or tuple (nested ones too), paired in order; false where the structure differs or
-// holds anything but tensors (then compared element by element).
 bool tensor_pairs(const c10::IValue& a, const c10::IValue& b, std::vector<std::pair<at::Tensor, at::Tensor>>& out) {
   if (a.isTensor() && b.isTensor()) {
     out.emplace_back(a.toTensor(), b.toTensor());
@@ -185,7 +182,6 @@ bool tensor_pairs(const c10::IValue& a, const c10::IValue& b, std::vector<std::p
   }
   return false;
 }
-}  // namespace
 
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,
                                        const ToleranceFn& tolerance, const std::string& path, ErrorStats* stats) {

@@ -53,6 +53,10 @@ std::optional<Mismatch> compare_with_reference(const at::Tensor& native, const a
 // once for them all, not once per pair (a list op's hundreds of tensors). False where any pair differs;
 // then the caller compares them one by one to say how.
 bool all_equal(const std::vector<std::pair<at::Tensor, at::Tensor>>& pairs);
+// The tensors of two values (a tensor each, or lists or tuples of them, nested), paired in order and
+// appended to `out`, for all_equal; false where the two differ in structure or hold anything but
+// tensors (then they are compared element by element).
+bool tensor_pairs(const c10::IValue& a, const c10::IValue& b, std::vector<std::pair<at::Tensor, at::Tensor>>& out);
 
 // Tensors, lists and tuples of them, and scalars; `path` names the output in messages.
 std::optional<Mismatch> compare_values(const c10::IValue& expected, const c10::IValue& actual,

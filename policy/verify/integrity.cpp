@@ -131,19 +131,15 @@ std::vector<bool> unwritable_changes(const c10::FunctionSchema& schema, const Va
   const auto& params = schema.arguments();
   std::vector<bool> out(params.size(), false);
   // Every tensor the op may not write, unchanged (the common case): one read for all of them.
+  // (scalars and None are no change; anything else but tensors and lists of them: one by one below)
   std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
-  bool all_tensors = true;
-  for (size_t i = 0; i < params.size() && i < before.size() && i < after.size() && all_tensors; ++i) {
+  bool paired = true;
+  for (size_t i = 0; i < params.size() && i < before.size() && i < after.size() && paired; ++i) {
     if (writable(params[i])) continue;
-    if (before[i].isTensor() && after[i].isTensor()) pairs.emplace_back(before[i].toTensor(), after[i].toTensor());
-    else if (before[i].isTensorList() && after[i].isTensorList() &&
-             before[i].toTensorList().size() == after[i].toTensorList().size())
-      for (size_t k = 0; k < before[i].toTensorList().size(); ++k)
-        pairs.emplace_back(before[i].toTensorList().get(k), after[i].toTensorList().get(k));
-    else
-      all_tensors = !before[i].isTensor() && !after[i].isTensor() && !before[i].isList() && !after[i].isList();
+    const bool values = before[i].isTensor() || after[i].isTensor() || before[i].isList() || after[i].isList();
+    paired = !values || tensor_pairs(before[i], after[i], pairs);
   }
-  if (all_tensors && all_equal(pairs)) return out;
+  if (paired && all_equal(pairs)) return out;
   for (size_t i = 0; i < params.size() && i < before.size() && i < after.size(); ++i)
     out[i] = !writable(params[i]) && !identical(before[i], after[i]);
   return out;
@@ -168,9 +164,7 @@ bool identical(const c10::IValue& a, const c10::IValue& b) {
     if (xs.size() != ys.size()) return false;
     // A list of tensors equal throughout (the common case) is read once, not once per tensor.
     std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
-    for (size_t k = 0; k < xs.size() && xs[k].isTensor() && ys[k].isTensor(); ++k)
-      pairs.emplace_back(xs[k].toTensor(), ys[k].toTensor());
-    if (pairs.size() == xs.size() && all_equal(pairs)) return true;
+    if (tensor_pairs(a, b, pairs) && all_equal(pairs)) return true;
     for (size_t k = 0; k < xs.size(); ++k)
       if (!identical(xs[k], ys[k])) return false;
   }
