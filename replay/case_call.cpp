@@ -2,6 +2,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <set>
@@ -50,8 +51,15 @@ void note_phase(bool kernel) {
   if (::write(g_phase_fd, line.data(), line.size()) < 0) g_phase_fd = -1;  // (the parent is gone)
 }
 
-void synchronize(c10::Device d) {
-  if (d.is_cuda()) c10::impl::getDeviceGuardImpl(c10::kCUDA)->synchronizeDevice(d.has_index() ? d.index() : 0);
+static double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void synchronize(c10::Device d, const char* file, int line) {
+  if (!d.is_cuda()) return;
+  const double t0 = Spent::profiling() ? seconds_now() : 0;
+  c10::impl::getDeviceGuardImpl(c10::kCUDA)->synchronizeDevice(d.has_index() ? d.index() : 0);
+  if (t0) Spent::note("device synchronization", seconds_now() - t0, file, line);
 }
 
 // On CUDA drawn on the device by its own generator: a case makes up to 30 input sets, and drawn on the
@@ -81,7 +89,7 @@ BB_TIMING_PATH Called call_on(const c10::OperatorHandle& op, const backends::Loa
   if (!timed) note_phase(kernel != nullptr);  // (timed runs say it before their clock starts)
   // (the timed runs' time is charged by their caller, outside the clock)
   std::optional<Spent> spent;
-  if (!timed) spent.emplace(kernel ? phase::kKernel : phase::kNative);
+  if (!timed) spent.emplace(kernel ? phase::kKernel : phase::kNative, false, __FILE__, __LINE__);
   torch::jit::Stack stack(args.begin(), args.end());
   const c10::DispatchKeySet backend(device.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU);
   Called out;

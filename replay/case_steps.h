@@ -87,7 +87,7 @@ Finding native_call_seen(const std::string& op, const std::string& phase);
 
 // Says whose code runs next (report_phases_to; only when it changes); outside any timed region.
 void note_phase(bool kernel);
-void synchronize(c10::Device device);
+void synchronize(c10::Device device, const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 // Bytes of the results' storage: what the call must at least write.
 double result_bytes(const Values& results);

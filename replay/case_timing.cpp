@@ -322,7 +322,8 @@ class Interleaved {
 
   Called native_on_device(const Values& args) {
     Called result;
-    std::optional<Spent> evicting(phase::kEvict);  // the timer's eviction and synchronization (records: kCupti)
+    // the timer's eviction and synchronization (records: kCupti)
+    std::optional<Spent> evicting(std::in_place, phase::kEvict, false, __FILE__, __LINE__);
     CuptiCallSample s = timer_->time([&] {
       Spent timed(phase::kTimed);
       result = call(c_.op(), nullptr, args, o_, true, false);

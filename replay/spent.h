@@ -27,7 +27,9 @@ inline constexpr const char* kAll[] = {kInputs,   kNative,    kKernel,    kTimed
 
 class Spent {
  public:
-  explicit Spent(const char* phase, bool sealed = false);
+  // (`file`, `line`: where the scope is, for the profile below; the defaults name the caller's line)
+  explicit Spent(const char* phase, bool sealed = false, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE());
   ~Spent();
   Spent(const Spent&) = delete;
   Spent& operator=(const Spent&) = delete;
@@ -36,21 +38,33 @@ class Spent {
   // clears them.
   static std::vector<std::pair<std::string, double>> take();
 
+  // `seconds` of the innermost scope's own time that were `phase`'s (measured inside it by a callee that
+  // cannot open scopes of its own): charged to `phase`, and taken off that scope's.
+  static void charge_within(const char* phase, double seconds, const char* file = __builtin_FILE(),
+                            int line = __builtin_LINE());
+
   // Seconds another process spent on this one's behalf while this thread waited for it, by phase (that
   // process's take()): charged to their phases here, and taken off the innermost scope's own. Only the
   // phases above count, and at most `waited` seconds in all (the other process is the kernel's: its
   // figures may be anything, and only say where time went).
-  // `seconds` of the innermost scope's own time that were `phase`'s (measured inside it by a callee that
-  // cannot open scopes of its own): charged to `phase`, and taken off that scope's.
-  static void charge_within(const char* phase, double seconds);
-
   static void charge_remote(const std::vector<std::pair<std::string, double>>& spent, double waited);
+
+  // A profile by place, for finding where a phase's time goes: with BB_REPLAY_PROFILE=PREFIX set, every
+  // process of a replay keeps, per scope's source line, how often it ran and its own seconds (and per
+  // `note`d place, e.g. each device synchronization, its count and seconds), and rewrites
+  // PREFIX.<pid>-<start>.tsv with them whenever a case's figures are taken and at exit. Off (nothing kept) when
+  // unset.
+  static bool profiling();
+  static void note(const char* what, double seconds, const char* file = __builtin_FILE(), int line = __builtin_LINE());
+  static void write_profile();
 
  private:
   const char* phase_ = nullptr;  // null: opened inside a sealed scope, charges nothing
   bool sealed_ = false;
   double start_ = 0, nested_ = 0;
   Spent* outer_ = nullptr;
+  const char* file_ = nullptr;
+  int line_ = 0;
 };
 
 }  // namespace bb::replay

@@ -14,7 +14,9 @@ unless BBREPLAY ARGS say otherwise). Printed per trace: cases, wall seconds, sec
 seconds of each phase (the report's per-case `spent`, summed; docs/replay.md), traced cases against
 variants, and the self-check's outcome. `--limit` interrupts a replay after that many seconds (SIGINT:
 bbreplay writes the cases done so far) and the line says how many of how many cases ran and projects
-the whole trace's wall time from their pace. Traces and reports stay in --out.
+the whole trace's wall time from their pace. `--profile` also prints, per trace, the source lines of
+bbreplay's processes that took the most time (BB_REPLAY_PROFILE, replay/spent.h): each phase's scopes,
+each device synchronization, and what the kernel's process reported. Traces and reports stay in --out.
 """
 import argparse
 import json
@@ -93,11 +95,14 @@ def trace(name, args, path):
     return time.monotonic() - t0, r.stdout.strip()
 
 
-def replay(path, report, args):
+def replay(path, report, args, profile=None):
     cmd = [str(args.build / "bin" / "bbreplay"), str(path), "--device", args.device, "--json", str(report),
            *args.bbreplay_args]
+    env = dict(os.environ)
+    if profile:
+        env["BB_REPLAY_PROFILE"] = str(profile)
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         out, err = p.communicate(timeout=args.limit)
     except subprocess.TimeoutExpired:
@@ -140,6 +145,25 @@ def summarize(name, report, wall, rc, err):
     return "\n".join(lines)
 
 
+def profile_lines(prefix, wall, top=30):
+    """The places that took the most time, over every process's PREFIX.<pid>.tsv (replay/spent.h)."""
+    sites = Counter()
+    counts = Counter()
+    for f in prefix.parent.glob(prefix.name + ".*.tsv"):
+        for row in f.read_text().splitlines()[1:]:
+            what, file, line, count, seconds = row.split("\t")
+            sites[(what, f"{file}:{line}")] += float(seconds)
+            counts[(what, f"{file}:{line}")] += int(count)
+    if not sites:
+        return f"  (no profile was written under {prefix}.*)"
+    lines = [f"  profile, the {top} costliest places (seconds, share of the wall time, times, ms each):"]
+    for (what, where), s in sites.most_common(top):
+        n = counts[(what, where)]
+        lines.append(f"    {s:8.2f} s {100 * s / max(wall, 1e-9):5.1f}%  {n:8d}  {1000 * s / max(n, 1):8.3f} ms  "
+                     f"{what:26s} {where}")
+    return "\n".join(lines)
+
+
 def main():
     if "--step" in sys.argv:  # the traced child
         p = argparse.ArgumentParser()
@@ -161,6 +185,8 @@ def main():
     p.add_argument("--limit", type=float, default=None, help="interrupt each replay after this many seconds")
     p.add_argument("--reuse-traces", action="store_true",
                    help="replay a model's trace already in --out instead of tracing it again (the same cases)")
+    p.add_argument("--profile", action="store_true",
+                   help="also print the source lines of bbreplay's processes that took the most time")
     args = p.parse_args(argv)
     args.bbreplay_args = extra
     args.out.mkdir(parents=True, exist_ok=True)
@@ -172,11 +198,19 @@ def main():
             seconds, said = trace(name, args, path)
             print(f"{name}: traced in {seconds:.1f} s ({said})", flush=True)
         report = args.out / f"{name}.json"
-        wall, rc, out, err = replay(path, report, args)
+        profile = None
+        if args.profile:
+            profile = (args.out / f"{name}-profile" / "p").resolve()
+            profile.parent.mkdir(exist_ok=True)
+            for f in profile.parent.glob("p.*.tsv"):
+                f.unlink()
+        wall, rc, out, err = replay(path, report, args, profile)
         if not report.exists():
             print(f"{name}: bbreplay exited {rc} without a report:\n{err[-2000:]}", flush=True)
             continue
         print(summarize(name, report, wall, rc, err), flush=True)
+        if profile:
+            print(profile_lines(profile, wall), flush=True)
     return 0
 
 
