@@ -230,6 +230,7 @@ void fill(State& s, ArgSet& set, const json& fill) {
 // The argument set a request names: made first (uninitialized, of the structure given) when the request
 // says "values", filled when it says "fill".
 ArgSet& arguments(State& s, const json& m) {
+  Spent spent(phase::kTransfer);  // (the set made and filled from what the reference staged)
   const int64_t id = m.at("id").get<int64_t>();
   if (m.contains("values")) {
     std::map<int64_t, c10::Storage> storages;
@@ -441,6 +442,7 @@ bool pack(State& s, const std::vector<at::Tensor>& ts, std::vector<json>& metas,
 }
 
 json describe(State& s, const json& m, uint64_t base, uint64_t* end) {
+  Spent spent(phase::kTransfer);  // (the values described and packed for the reference)
   ArgSet& set = set_of(s, m);
   static const Called none;
   const int64_t run = m.value("run", static_cast<int64_t>(set.runs.size()) - 1);

@@ -14,7 +14,7 @@ unless BBREPLAY ARGS say otherwise). Printed per trace: cases, wall seconds, sec
 seconds of each phase (the report's per-case `spent`, summed; docs/replay.md), traced cases against
 variants, and the self-check's outcome. `--limit` interrupts a replay after that many seconds (SIGINT:
 bbreplay writes the cases done so far) and the line says how many of how many cases ran and projects
-the whole trace's wall time from their pace. `--profile` also prints, per trace, the source lines of
+the whole trace's wall time from their pace. A table of every trace closes the output. `--profile` also prints, per trace, the source lines of
 bbreplay's processes that took the most time (BB_REPLAY_PROFILE, replay/spent.h): each phase's scopes,
 each device synchronization, and what the kernel's process reported. Traces and reports stay in --out.
 """
@@ -111,6 +111,25 @@ def replay(path, report, args, profile=None):
     return time.monotonic() - t0, p.returncode, out, err
 
 
+def table_row(name, report, wall):
+    """One row of the closing table: the trace, its cases, wall time, the largest phases, the self-check."""
+    data = json.loads(report.read_text())
+    cases = data["cases"]
+    spent = Counter()
+    for c in cases:
+        spent.update(c["spent"])
+    total = sum(spent.values()) or 1e-9
+    top = ", ".join(f"{p} {100 * s / total:.0f}%" for p, s in spent.most_common(4))
+    o = data["overall"]
+    other = 100 * spent.get("other in the worker", 0) / total
+    done = len(cases)
+    interrupted = data["meta"].get("interrupted")
+    of = f"{done} of {interrupted.split(' of ')[1].split()[0]}" if interrupted else f"{done}"
+    check = (f"{o['passed']} passed, {o['failed']} failed, {o['crashed']} crashed, {o['skipped']} skipped, "
+             f"{o['flagged']} flagged, {o['invalid']} invalid")
+    return f"| {name} | {of} | {wall:.0f} | {wall / max(done, 1):.3f} | {top} | {other:.1f}% | {check} |"
+
+
 def summarize(name, report, wall, rc, err):
     data = json.loads(report.read_text())
     cases = data["cases"]
@@ -190,6 +209,7 @@ def main():
     args = p.parse_args(argv)
     args.bbreplay_args = extra
     args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
     for name in args.models.split(","):
         path = args.out / f"{name}.yaml"
         if args.reuse_traces and path.exists():
@@ -209,8 +229,12 @@ def main():
             print(f"{name}: bbreplay exited {rc} without a report:\n{err[-2000:]}", flush=True)
             continue
         print(summarize(name, report, wall, rc, err), flush=True)
+        rows.append(table_row(name, report, wall))
         if profile:
             print(profile_lines(profile, wall), flush=True)
+    if rows:
+        print("\n| trace | cases | wall s | s a case | largest phases | other | self-check |\n|---|---|---|---|---|---|---|")
+        print("\n".join(rows), flush=True)
     return 0
 
 
