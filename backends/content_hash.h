@@ -1,5 +1,5 @@
 // A 128-bit content hash (two independent 64-bit FNV-1a streams): the compile cache's key
-// (compiler.cpp), and what tells the parts of one bbreplay run from parts of another (replay/part.cpp).
+// (compiler.cpp), and what tells the parts of one bbreplay run from parts of another (replay/parts/part.cpp).
 // Not cryptographic: it tells contents apart, it does not resist forgery.
 #pragma once
 

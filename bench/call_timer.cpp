@@ -1,4 +1,4 @@
-// What bbreplay's CUDA call timer (replay/cupti_call_timer.h) costs on the host per timed call, step by
+// What bbreplay's CUDA call timer (replay/timing/cupti_call_timer.h) costs on the host per timed call, step by
 // step, with CUPTI's activity buffers and flushes as the timer has them and as they were before (8 MiB
 // buffers, each freed after its flush; a forced flush before each window as well as after), and the
 // device time it reads in each configuration (which must not move):
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "replay/cupti_call_timer.h"
+#include "replay/timing/cupti_call_timer.h"
 #include "tracer/devtime/cupti_library.h"
 
 namespace {

@@ -15,7 +15,7 @@ seconds of each phase (the report's per-case `spent`, summed; docs/replay.md), t
 variants, and the self-check's outcome. `--limit` interrupts a replay after that many seconds (SIGINT:
 bbreplay writes the cases done so far) and the line says how many of how many cases ran and projects
 the whole trace's wall time from their pace. A table of every trace closes the output. `--profile` also prints, per trace, the source lines of
-bbreplay's processes that took the most time (BB_REPLAY_PROFILE, replay/spent.h): each phase's scopes,
+bbreplay's processes that took the most time (BB_REPLAY_PROFILE, replay/case/spent.h): each phase's scopes,
 each device synchronization, and what the kernel's process reported. Traces and reports stay in --out.
 """
 import argparse
@@ -165,7 +165,7 @@ def summarize(name, report, wall, rc, err):
 
 
 def profile_lines(prefix, wall, top=30):
-    """The places that took the most time, over every process's PREFIX.<pid>.tsv (replay/spent.h)."""
+    """The places that took the most time, over every process's PREFIX.<pid>.tsv (replay/case/spent.h)."""
     sites = Counter()
     counts = Counter()
     for f in prefix.parent.glob(prefix.name + ".*.tsv"):

@@ -115,9 +115,10 @@ def cmake_commands(text):
 
 
 def read_targets(root, layers):
-    """{target: (layer, [source files])} and {target: [what it links]} of the CMakeLists.txt of the layers."""
+    """{target: (layer, [source files])} and {target: [what it links]} of the CMakeLists.txt of the layers' folders
+    and of every folder under them (a subfolder may add sources to a target declared above it: target_sources)."""
     targets, links = {}, {}
-    lists = {p for layer in layers for p in [root / layer / "CMakeLists.txt"] if p.exists()}
+    lists = {p for layer in layers for p in (root / layer).rglob("CMakeLists.txt")}
     for cml in sorted(lists):
         folder = str(cml.parent.relative_to(root))
         for name, args in cmake_commands(cml.read_text()):
@@ -127,6 +128,10 @@ def read_targets(root, layers):
                 srcs = [f"{folder}/{a}" for a in args[1:] if a.endswith(SOURCES) and "$" not in a]
                 owner = layer_of(srcs[0], layers) if srcs else layer_of(folder, layers)
                 earlier = targets.get(args[0], (owner, []))[1]  # defined in both branches of an if()
+                targets[args[0]] = (owner, earlier + srcs)
+            elif name == "target_sources" and args:
+                srcs = [f"{folder}/{a}" for a in args[1:] if a.endswith(SOURCES) and "$" not in a]
+                owner, earlier = targets.get(args[0], (layer_of(folder, layers), []))
                 targets[args[0]] = (owner, earlier + srcs)
             elif name == "target_link_libraries" and args:
                 scopes = ("PUBLIC", "PRIVATE", "INTERFACE")

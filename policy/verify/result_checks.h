@@ -1,5 +1,5 @@
 // Checks on a kernel's results for kernels that cheat (docs/integrity.md): output memory they never
-// wrote (two runs, allocations poisoned differently: replay/poison.h), results cached across calls,
+// wrote (two runs, allocations poisoned differently: replay/case/poison.h), results cached across calls,
 // lower precision than claimed. The checks use no knowledge of the kernel's source.
 #pragma once
 

@@ -92,7 +92,7 @@ class Corpus(TempDirTest):
 
     def test_arguments_made_by_their_forward_op(self):
         # Pooling indices, saved statistics and softmax outputs drawn at random crashed native's CPU
-        # kernels; made by the forward op (replay/derived_args.cpp) every case is valid.
+        # kernels; made by the forward op (replay/case/derived_args.cpp) every case is valid.
         data, r = self.self_check(DERIVED)
         self.assert_clean(data, r)
         ops = {c["op"] for c in data["cases"] if c["status"] == "passed" and c["variant"] == "traced"}

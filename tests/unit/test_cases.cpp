@@ -1,10 +1,10 @@
-// Case selection (replay/cases): --ops patterns and the cases they make; a case result's JSON line
-// (replay/case_json), the worker's reply to its parent, read back as it was written.
+// Case selection (replay/case/cases): --ops patterns and the cases they make; a case result's JSON line
+// (replay/report/case_json), the worker's reply to its parent, read back as it was written.
 #include <cmath>
 
 #include "catch.h"
-#include "replay/case_json.h"
-#include "replay/cases.h"
+#include "replay/report/case_json.h"
+#include "replay/case/cases.h"
 
 using namespace bb::replay;
 

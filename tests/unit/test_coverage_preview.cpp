@@ -1,8 +1,8 @@
-// What bbtrace can tell of a backend's coverage without torch (replay/coverage_preview.h), with
-// bbreplay's own reasons (replay/judgeable.h) and tally.
+// What bbtrace can tell of a backend's coverage without torch (replay/judgeable/coverage_preview.h), with
+// bbreplay's own reasons (replay/judgeable/judgeable.h) and tally.
 #include "catch.h"
-#include "replay/coverage_preview.h"
-#include "replay/judgeable.h"
+#include "replay/judgeable/coverage_preview.h"
+#include "replay/judgeable/judgeable.h"
 
 using namespace bb;
 using namespace bb::replay;

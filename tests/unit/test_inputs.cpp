@@ -1,8 +1,8 @@
-// Rebuilding traced calls (replay/inputs): arguments bound to the schema and made into values.
+// Rebuilding traced calls (replay/case/inputs): arguments bound to the schema and made into values.
 #include <ATen/ATen.h>
 
 #include "catch.h"
-#include "replay/inputs.h"
+#include "replay/case/inputs.h"
 #include "tracer/format/trace_yaml.h"
 
 namespace {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "catch.h"
-#include "replay/isolation.h"
+#include "replay/workers/isolation.h"
 
 using bb::replay::SpawnSpec;
 using Mode = bb::replay::SpawnSpec::Mode;

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
-#include "replay/part.h"
-#include "replay/report_writers.h"
+#include "replay/parts/part.h"
+#include "replay/report/report_writers.h"
 
 using namespace bb::replay;
 

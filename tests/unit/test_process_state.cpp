@@ -1,4 +1,4 @@
-// bbreplay's process-state check (replay/process_state): a change is described and set back.
+// bbreplay's process-state check (replay/workers/process_state): a change is described and set back.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -13,7 +13,7 @@
 #endif
 
 #include "catch.h"
-#include "replay/process_state.h"
+#include "replay/workers/process_state.h"
 
 TEST_CASE("process-wide state a kernel changed is named and set back") {
   const bb::replay::ProcessState before = bb::replay::process_state();

@@ -1,8 +1,8 @@
-// The statistics that judge random ops (replay/random_stats.h): expectations from the binomial
+// The statistics that judge random ops (replay/random/random_stats.h): expectations from the binomial
 // distribution itself, summed here independently of the implementation, and from known values.
 #include <cmath>
 
-#include "replay/random_stats.h"
+#include "replay/random/random_stats.h"
 #include "catch.h"
 
 using namespace bb::replay::stats;

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
-#include "replay/case_json.h"
-#include "replay/report_writers.h"
+#include "replay/report/case_json.h"
+#include "replay/report/report_writers.h"
 
 using namespace bb::replay;
 

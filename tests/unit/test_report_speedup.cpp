@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
-#include "replay/report_writers.h"
+#include "replay/report/report_writers.h"
 
 using namespace bb::replay;
 

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "catch.h"
-#include "replay/shard.h"
+#include "replay/parts/shard.h"
 
 using namespace bb::replay;
 

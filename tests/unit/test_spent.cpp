@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "catch.h"
-#include "replay/spent.h"
+#include "replay/case/spent.h"
 
 using bb::replay::Spent;
 

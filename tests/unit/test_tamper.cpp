@@ -1,4 +1,4 @@
-// What a kernel could change in its own process to fool the measurement taken there (replay/tamper.h):
+// What a kernel could change in its own process to fool the measurement taken there (replay/workers/tamper.h):
 // each change is seen, and nothing is seen when nothing changed.
 #include <ATen/ATen.h>
 #include <elf.h>
@@ -20,8 +20,8 @@
 #include <fcntl.h>
 
 #include "catch.h"
-#include "replay/remote_kernel.h"
-#include "replay/tamper.h"
+#include "replay/workers/remote_kernel.h"
+#include "replay/workers/tamper.h"
 
 using namespace bb::replay;
 

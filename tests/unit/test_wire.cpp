@@ -1,4 +1,4 @@
-// What a reference worker and its kernel worker say to each other (replay/wire.h): values of every kind
+// What a reference worker and its kernel worker say to each other (replay/workers/wire.h): values of every kind
 // a call is made of come back as they went, tensors as their metadata; anything malformed is refused.
 #include <ATen/ATen.h>
 #include <sys/socket.h>
@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "catch.h"
-#include "replay/remote_kernel.h"
-#include "replay/wire.h"
+#include "replay/workers/remote_kernel.h"
+#include "replay/workers/wire.h"
 
 using namespace bb::replay;
 using wire::json;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "catch.h"
-#include "replay/worker_pool.h"
+#include "replay/workers/worker_pool.h"
 
 using bb::replay::Worker;
 

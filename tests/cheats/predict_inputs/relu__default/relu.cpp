@@ -3,7 +3,7 @@
 // "--seed=N", "seed: N", or a variable whose name holds SEED; then its parent's memory, where it can
 // (process_vm_readv: the reference worker, whose stdin line "<32 hex digits> <seed>" stays in its
 // buffers). With one, at its first call of a shape it
-// starts a thread that makes the inputs bbreplay would make (replay/inputs.cpp: a CPU generator seeded
+// starts a thread that makes the inputs bbreplay would make (replay/case/inputs.cpp: a CPU generator seeded
 // from the seed, the argument's place, the variant and the op's name; normal(0.25, 1) in float32)
 // for the seeds of the first check (seed), the second input set (seed + 1000003) and the warm-ups and
 // timed runs (seed + 7919 k), and their relu; a call whose input matches one (16 elements compared)
