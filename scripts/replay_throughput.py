@@ -14,9 +14,10 @@ unless BBREPLAY ARGS say otherwise). Printed per trace: cases, wall seconds, sec
 seconds of each phase (the report's per-case `spent`, summed; docs/replay.md), traced cases against
 variants, and the self-check's outcome. `--limit` interrupts a replay after that many seconds (SIGINT:
 bbreplay writes the cases done so far) and the line says how many of how many cases ran and projects
-the whole trace's wall time from their pace. A table of every trace closes the output. `--profile` also prints, per trace, the source lines of
-bbreplay's processes that took the most time (BB_REPLAY_PROFILE, replay/case/spent.h): each phase's scopes,
-each device synchronization, and what the kernel's process reported. Traces and reports stay in --out.
+the whole trace's wall time from their pace. A table of every trace closes the output. `--profile` also
+prints, per trace, the source lines of bbreplay's processes that took the most time (BB_REPLAY_PROFILE,
+replay/case/spent.h): each phase's scopes, each device synchronization, and what the kernel's process
+reported. Traces and reports stay in --out.
 """
 import argparse
 import json
@@ -165,7 +166,7 @@ def summarize(name, report, wall, rc, err):
 
 
 def profile_lines(prefix, wall, top=30):
-    """The places that took the most time, over every process's PREFIX.<pid>.tsv (replay/case/spent.h)."""
+    """The places that took the most time, over every process's PREFIX.<pid>-<start>.tsv (replay/case/spent.h)."""
     sites = Counter()
     counts = Counter()
     for f in prefix.parent.glob(prefix.name + ".*.tsv"):
@@ -233,7 +234,8 @@ def main():
         if profile:
             print(profile_lines(profile, wall), flush=True)
     if rows:
-        print("\n| trace | cases | wall s | s a case | largest phases | other | self-check |\n|---|---|---|---|---|---|---|")
+        print("\n| trace | cases | wall s | s a case | largest phases | other | self-check |")
+        print("|---|---|---|---|---|---|---|")
         print("\n".join(rows), flush=True)
     return 0
 

@@ -116,10 +116,6 @@ void Spent::charge_remote(const std::vector<std::pair<std::string, double>>& spe
   }
 }
 
-}  // namespace bb::replay
-
-namespace bb::replay {
-
 bool Spent::profiling() { return profile() != nullptr; }
 
 void Spent::note(const char* what, double seconds, const char* file, int line) { record(what, file, line, seconds); }

@@ -219,6 +219,7 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
   hide_command_line(argc, argv, &args);
   return tool::run("bbreplay", [&] {
     if (o.worker) return worker_main(o);
+    warn_each_once();  // (asking native on meta tensors which variants apply warns too)
     Setup s = set_up(o, false);
     if (s.cases.empty()) throw Usage("no case to run: no op of the trace matches --ops");
     std::optional<PartInfo> part;

@@ -103,6 +103,11 @@ PartInfo take_shard(const Options& o, Setup& s);
 // A reference worker: serves the cases bbreplay sends on stdin (worker_pool.h's protocol).
 int worker_main(const Options& o);
 
+// Torch's warnings in this process (bbreplay's or a worker's): each text printed once, the repeats dropped.
+// Native's calls on the variants' inputs warn case after case (an out= tensor resized, ...), and their lines
+// broke bbreplay's progress line.
+void warn_each_once();
+
 // The command that starts a kernel worker for this backend (inside Python for Python kernels).
 std::vector<std::string> kernel_worker_argv(bool python);
 

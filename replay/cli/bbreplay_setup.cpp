@@ -2,6 +2,7 @@
 // cases (--shard) and the workers' environments (--gpus, --jobs).
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/util/Exception.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "backends/content_hash.h"
@@ -232,6 +234,21 @@ PartInfo take_shard(const Options& o, Setup& s) {
   }
   s.cases = std::move(mine);
   return part;
+}
+
+void warn_each_once() {
+  class Once final : public c10::WarningHandler {
+   public:
+    void process(const c10::Warning& w) override {
+      if (seen_.size() < 1000 && seen_.insert(w.msg()).second) next_->process(w);
+    }
+
+   private:
+    c10::WarningHandler* next_ = c10::WarningUtils::get_warning_handler();
+    std::set<std::string> seen_;
+  };
+  static Once once;  // (the handler is the calling thread's: the worker's, where its calls run)
+  c10::WarningUtils::set_warning_handler(&once);
 }
 
 }  // namespace bb::replay::app

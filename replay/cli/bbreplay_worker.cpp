@@ -117,6 +117,7 @@ int worker_main(const Options& o) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a worker does not outlive a bbreplay that was killed
   ::prctl(PR_SET_DUMPABLE, 0);         // (no other process of this user may read or write its memory)
   become_subreaper();                  // (what a kernel's process detaches is reparented here)
+  warn_each_once();
   // Results go to a copy of stdout on a high descriptor, each line after the token that bbreplay sent
   // first (worker_pool.h), with the run's secret seed; anything written to stdout goes to stderr.
   std::string first;

@@ -549,6 +549,7 @@ void die_on_signals() {
 int kernel_worker_main() {
   ::signal(SIGINT, SIG_IGN);  // (bbreplay stops its workers itself)
   die_on_signals();
+  app::warn_each_once();
   const int fd = kChannelFd;
   State s;
   try {

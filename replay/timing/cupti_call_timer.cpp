@@ -44,8 +44,8 @@ class CuptiCudaTimer : public CuptiCallTimer {
     if (cudaError_t e = cudaMalloc(&scratch_, scratch_bytes_); e != cudaSuccess) return cuda_error("cudaMalloc", e);
     if (cudaError_t e = cudaMemset(scratch_, 0, scratch_bytes_); e != cudaSuccess) return cuda_error("cudaMemset", e);
     const auto on_device = at::TensorOptions().device(at::kCUDA, device);
-    // (read as 8-byte words: a sum of its bytes as bytes took 650-800 us on an H100, 2026-12-06, for the same
-    // lines of memory read)
+    // (read as 8-byte words: summed as bytes, the eviction took 640-800 us a timed call on an H100
+    // (bb_bench_call_timer, 2026-12-06), some 20 times what reading 100 MB costs; as words not yet measured)
     scratch_bytes_ &= ~size_t{7};
     scratch_view_ = at::from_blob(scratch_, {static_cast<int64_t>(scratch_bytes_ / 8)}, on_device.dtype(at::kLong));
     scratch_sum_ = at::empty({}, on_device.dtype(at::kLong));

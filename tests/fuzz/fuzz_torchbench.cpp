@@ -1,4 +1,4 @@
-// libFuzzer target: the TorchBench operator-input reader (replay/torchbench.h). Checks, beyond "no
+// libFuzzer target: the TorchBench operator-input reader (tracer/format/torchbench.h). Checks, beyond "no
 // crash, leak or hang": the text and the file (load_any_trace, what bbtrace and bbreplay call) give the
 // same result; a log that reads writes back to TorchBench text and to YAML that read.
 #include "tracer/format/torchbench.h"
