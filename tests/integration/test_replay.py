@@ -127,6 +127,32 @@ class Replay(TempDirTest):
         # a busy machine may leave some ops untimed, but not the sample backend as a whole
         self.assertTrue(any(o["speedup_geomean"] is not None for o in ops.values()), r.stdout)
 
+    def test_a_profile_by_place_names_each_process_lines(self):
+        # BB_REPLAY_PROFILE: every process that judged writes its places (the kernel's process too, from its
+        # namespace), and the reference charges what the kernel's process reported to "remote" places.
+        prefix = self.dir / "profile" / "p"
+        prefix.parent.mkdir()
+        out = self.dir / "report.json"
+        env = dict(base_env(), BB_REPLAY_PROFILE=str(prefix))
+        r = run([BBREPLAY, self.trace, "--device", "cpu", "--json", out, "--ops", "relu", "--repetitions", "3",
+                 "--backend", ROOT / "backends" / "cpu_reference"], env, timeout=900)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        files = sorted(prefix.parent.glob("p.*-*.tsv"))
+        self.assertGreaterEqual(len(files), 2, files)  # the reference worker's and the kernel's process's
+        rows = {}
+        for f in files:
+            lines = f.read_text().splitlines()
+            self.assertEqual(lines[0], "what\tfile\tline\tcount\tseconds", f)
+            for line in lines[1:]:
+                what, where, at, count, seconds = line.split("\t")
+                self.assertGreater(int(count), 0, line)
+                self.assertGreaterEqual(float(seconds), 0, line)
+                rows.setdefault(f.name, set()).add((what, where))
+        everything = set().union(*rows.values())
+        self.assertIn(("timed runs", "case_timing.cpp"), everything)  # native's timed runs, in the reference
+        self.assertTrue(any(w.startswith("remote ") for w, _ in everything), everything)
+        self.assertTrue(any(where == "kernel_worker.cpp" for _, where in everything), everything)  # its own file
+
     def test_parallel_workers_give_the_report_one_worker_gives(self):
         one, r1 = self.report(self.trace, "--check-only")
         two, r2 = self.report(self.trace, "--check-only", "--jobs", "2", "--quiet")
