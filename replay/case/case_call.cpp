@@ -2,7 +2,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <set>
@@ -51,15 +50,11 @@ void note_phase(bool kernel) {
   if (::write(g_phase_fd, line.data(), line.size()) < 0) g_phase_fd = -1;  // (the parent is gone)
 }
 
-static double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 void synchronize(c10::Device d, const char* file, int line) {
   if (!d.is_cuda()) return;
-  const double t0 = Spent::profiling() ? seconds_now() : 0;
+  const double since = Spent::note_start();
   c10::impl::getDeviceGuardImpl(c10::kCUDA)->synchronizeDevice(d.has_index() ? d.index() : 0);
-  if (t0) Spent::note("device synchronization", seconds_now() - t0, file, line);
+  Spent::note("device synchronization", since, file, line);
 }
 
 // On CUDA drawn on the device by its own generator: a case makes up to 30 input sets, and drawn on the

@@ -116,9 +116,18 @@ void Spent::charge_remote(const std::vector<std::pair<std::string, double>>& spe
   }
 }
 
-bool Spent::profiling() { return profile() != nullptr; }
+double Spent::note_start() { return profile() ? now() : 0; }
 
-void Spent::note(const char* what, double seconds, const char* file, int line) { record(what, file, line, seconds); }
+void Spent::note(const char* what, double since, const char* file, int line) {
+  if (since > 0) record(what, file, line, now() - since);
+}
+
+std::string Spent::profile_folder() {
+  if (!profile()) return "";
+  const std::string prefix = std::getenv("BB_REPLAY_PROFILE");
+  const size_t slash = prefix.rfind('/');
+  return slash == std::string::npos ? "" : prefix.substr(0, slash);
+}
 
 void Spent::write_profile() {
   Profile* p = profile();

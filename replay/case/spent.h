@@ -54,9 +54,12 @@ class Spent {
   // `note`d place, e.g. each device synchronization, its count and seconds), and rewrites
   // PREFIX.<pid>-<start>.tsv with them whenever a case's figures are taken and at exit. Off (nothing kept) when
   // unset.
-  static bool profiling();
-  static void note(const char* what, double seconds, const char* file = __builtin_FILE(), int line = __builtin_LINE());
+  // A noted place: `since` is note_start()'s, taken before it (0, and nothing noted, when not profiling).
+  static double note_start();
+  static void note(const char* what, double since, const char* file = __builtin_FILE(), int line = __builtin_LINE());
   static void write_profile();
+  // The folder PREFIX names ("" when not profiling, or when PREFIX has none): the kernel's process writes there.
+  static std::string profile_folder();
 
  private:
   const char* phase_ = nullptr;  // null: opened inside a sealed scope, charges nothing

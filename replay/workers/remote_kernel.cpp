@@ -77,11 +77,8 @@ std::vector<std::string> worker_env(std::vector<std::string>* writable) {
   }
   make_dirs(home);
   writable->push_back(home);
-  // (a profile of the replay, BB_REPLAY_PROFILE=PREFIX in spent.h: its folder, for this process's part)
-  if (const char* prefix = std::getenv("BB_REPLAY_PROFILE"); prefix && std::strchr(prefix, '/')) {
-    const std::string dir = std::string(prefix).substr(0, std::string(prefix).rfind('/'));
-    if (!dir.empty()) writable->push_back(dir);
-  }
+  // (a profile of the replay, BB_REPLAY_PROFILE in spent.h: its folder, for this process's part)
+  if (const std::string dir = Spent::profile_folder(); !dir.empty()) writable->push_back(dir);
   for (const auto& [name, dir] : caches)
     if (const char* given = std::getenv(name); given && *given) writable->push_back(given);
   // (no pool of compile processes: each would outlive its case; bytecode is not written into the backend)
