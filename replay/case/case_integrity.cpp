@@ -127,6 +127,7 @@ Finding escaped(const CaseContext& c, const RemoteRun& run, const std::string& p
 
 Finding check(const CaseContext& c, const Values& inputs, Values& native, const Values& native_args, RemoteRun& first,
               CaseResult& r, bool full) {
+  Spent unnamed(phase::kUnnamed);
   const c10::FunctionSchema& schema = c.op().schema();
   std::vector<bool> native_wrote;
   {

@@ -430,6 +430,7 @@ std::string repetitions_text(const RunOptions& o) {
 }  // namespace
 
 Finding time_case(const CaseContext& c, const RemoteRun& first, CaseResult& r) {
+  Spent unnamed(phase::kUnnamed);
   const Values& generated = first.called.results;
   const RunOptions& o = c.options;
   std::string why_not;

@@ -173,6 +173,7 @@ namespace {
 
 CaseResult run_case_steps(const trace::TraceEntry& entry, const std::string& variant, KernelProcess& kernel,
                           bool self_check, const RunOptions& o, CaseResult r) {
+  Spent unnamed(phase::kUnnamed);
   Built built = build_inputs(entry, variant, o);
   if (!built.skipped.empty()) return summarize(r, Status::Skipped, built.skipped);
   if (built.random) return judge_random_case(entry, *built.bound, kernel, self_check, o, r);
@@ -216,6 +217,7 @@ CaseResult with_finding(CaseResult r, const RemoteFinding& f, const std::string&
 
 CaseResult run_case(const trace::TraceEntry& entry, const std::string& variant, KernelProcess& kernel,
                     bool self_check, const RunOptions& o) {
+  Spent unnamed(phase::kUnnamed);
   CaseResult r;
   r.op = entry.op;
   r.signature = trace::signature_text(entry);

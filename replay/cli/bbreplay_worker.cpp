@@ -166,6 +166,7 @@ int worker_main(const Options& o) {
         result = std::move(*too_large);
       } else {
         if (KernelProcess* k = ref.kernel_process()) k->limit_reads(16 * bytes + (uint64_t{256} << 20));
+        Spent unnamed(phase::kUnnamed);
         result = ref.run(entry, c.variant);
       }
     } catch (const std::exception& e) {  // the harness's own failure: said, not hidden
