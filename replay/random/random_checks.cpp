@@ -147,14 +147,14 @@ std::string ones_per_probability(const at::Tensor& x, const at::Tensor& p, doubl
 // that product, as native computes it), the kept count within its binomial bound. Without a mask,
 // the kept elements are the non-zero results (among non-zero inputs).
 std::string dropout(double keep, const at::Tensor& out, const at::Tensor& mask, const at::Tensor& input, double alpha) {
-  const at::Tensor x = input.to(at::kDouble).cpu(), o = out.to(at::kDouble).cpu();
-  const at::Tensor kept = mask.defined() ? mask.cpu().to(at::kBool) : o != 0;
+  const at::Tensor x = input.to(out.device(), at::kDouble), o = out.to(at::kDouble);
+  const at::Tensor kept = mask.defined() ? mask.to(out.device(), at::kBool) : o != 0;
   const at::Tensor counted = mask.defined() ? at::ones_like(kept) : x != 0;
   if (kept.sizes() != o.sizes()) return "the mask's shape is not the output's";
   if ((o.masked_select(~kept) != 0).any().item<bool>()) return "dropped elements (mask false) are not zero";
   if (keep > 0) {
-    const at::Tensor expected = (input.cpu() * (1 / keep)).masked_select(kept);
-    if (auto m = verify::compare_tensors(expected, out.cpu().masked_select(kept),
+    const at::Tensor expected = (input.to(out.device()) * (1 / keep)).masked_select(kept);
+    if (auto m = verify::compare_tensors(expected, out.masked_select(kept),
                                          verify::default_tolerance(out.scalar_type())))
       return "kept elements are not the input scaled by 1/(1-p) = " + std::to_string(1 / keep) + ": " + m->detail;
   }
@@ -191,11 +191,13 @@ std::string check_values(const Model& m, const at::Tensor& values, const at::Ten
                          const at::Tensor& probabilities, double alpha) {
   if (m.d == D::Dropout || m.d == D::FusedDropout)
     return dropout(m.d == D::Dropout ? 1 - m.a : m.a, values, mask, input, alpha);
-  const at::Tensor x = values.to(at::kDouble).cpu().reshape(-1);
+  // (on the values' device: a GPU counts the tens of millions of elements of a weight's init in
+  // milliseconds, where copying them to the host and counting there took seconds a case)
+  const at::Tensor x = values.to(at::kDouble).reshape(-1);
   if (std::string bad = range_error(m, x, values.scalar_type()); !bad.empty()) return bad;
   if (m.d == D::Bernoulli) return ones_count(x, m.a, alpha);
   if (m.d == D::BernoulliTensor)
-    return ones_per_probability(x, probabilities.to(at::kDouble).cpu().expand(values.sizes()).reshape(-1), alpha);
+    return ones_per_probability(x, probabilities.to(x.device(), at::kDouble).expand(values.sizes()).reshape(-1), alpha);
   return quantile_counts(m, x, values.scalar_type(), alpha);
 }
 

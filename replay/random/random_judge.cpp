@@ -8,6 +8,7 @@
 
 #include "bb/kernel.h"
 #include "policy/verify/result_checks.h"
+#include "replay/case/spent.h"
 #include "replay/random/random_checks.h"
 #include "replay/judgeable/random_ops.h"
 #include "replay/random/random_stats.h"
@@ -210,6 +211,7 @@ Judged judge_once(const BoundCall& call, const RandomOp& op, const RandomSides& 
     return j;
   }
   j.got = sides.run(call, j.inputs, true);
+  Spent spent(phase::kCompare);  // (the judge's statistics are its comparison)
   if (std::string why = shape_mismatch(native, j.got); !why.empty()) return j.verdict = {Status::Failed, why}, j;
   const bool dropout = op.distribution == Distribution::Dropout || op.distribution == Distribution::FusedDropout;
   const at::Tensor mask = dropout && j.got.size() > 1 && j.got[1].isTensor() ? j.got[1].toTensor() : at::Tensor();
@@ -278,8 +280,12 @@ RandomVerdict judge_random(const BoundCall& traced, const RandomSides& sides, ui
   if (first.verdict.status != Status::Passed) return first.verdict;
   const Values again = sides.run(call, first.inputs, true);
   const at::Tensor probabilities = tensor_arg(call, first.inputs, op.probabilities);
-  if (undecidable.empty() && log_identical(model, n, probabilities) < std::log(alpha) && !again.empty() &&
-      verify::bitwise_equal({first.got[0]}, {again[0]})) {
+  const bool identical = [&] {
+    Spent spent(phase::kCompare);
+    return undecidable.empty() && log_identical(model, n, probabilities) < std::log(alpha) && !again.empty() &&
+           verify::bitwise_equal({first.got[0]}, {again[0]});
+  }();
+  if (identical) {
     r.flags.push_back(verify::Flag::CachedResult);
     std::ostringstream s;
     s << "two calls on the same inputs returned identical values, which an honest random kernel does with a "
