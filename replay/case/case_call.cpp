@@ -133,10 +133,6 @@ double result_bytes(const Values& results) {
   return bytes;
 }
 
-size_t poison_reserve(const Values& native_results) {
-  return static_cast<size_t>(2 * result_bytes(native_results)) + (size_t{4} << 20);
-}
-
 CuptiCallTimer* call_timer(const c10::Device& device, std::string* why) {
   static std::unique_ptr<CuptiCallTimer> timer;
   static std::string error;

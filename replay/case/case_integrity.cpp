@@ -29,7 +29,7 @@ Finding unwritten(const CaseContext& c, const Values& inputs, const Values& firs
   RemoteRun again;
   try {
     const int64_t id = c.kernel.prepare(inputs);
-    again = c.kernel.run(id, kPoisonB, poison_reserve(first));
+    again = c.kernel.run(id, kPoisonB);
     c.kernel.release(id);
   } catch (const std::exception&) {
     return {};  // (a kernel that raises on the re-run says nothing about its memory)
@@ -57,7 +57,7 @@ Finding second_input_set(const CaseContext& c, const RemoteRun& first, size_t ou
   const Values& f = first.called.results;
   const Values kept(f.begin(), f.begin() + std::min(outputs, f.size()));  // (replicas: the first call's bytes)
   c.kernel.refill(first.id, inputs2);
-  const RemoteRun second = c.kernel.run(first.id, kPoisonA, poison_reserve(native2));
+  const RemoteRun second = c.kernel.run(first.id, kPoisonA);
   const std::string phase = "its call on a second set of input values";
   if (!second.called.native_call.empty()) return native_call_seen(second.called.native_call, phase);
   const Values& g = second.called.results;

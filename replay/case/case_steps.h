@@ -91,8 +91,6 @@ void synchronize(c10::Device device, const char* file = __builtin_FILE(), int li
 
 // Bytes of the results' storage: what the call must at least write.
 double result_bytes(const Values& results);
-// Memory to have free and poisoned (CUDA) before a kernel runs: twice its results, plus room for scratch.
-size_t poison_reserve(const Values& native_results);
 
 // This worker's CUPTI call timer, made on first use; null (with the reason) where CUPTI is unusable.
 CuptiCallTimer* call_timer(const c10::Device& device, std::string* why);

@@ -40,14 +40,18 @@ void install_poisoning_allocator() {
   (void)installed;
 }
 
-PoisonScope::PoisonScope(uint8_t byte, const c10::Device& device, size_t reserve) : cpu_(device.is_cpu()) {
-  Spent spent(phase::kIntegrity);
-  if (cpu_) g_poison.store(byte, std::memory_order_relaxed);
-  else if (device.is_cuda())
-    poison_cuda_cache(device.has_index() ? device.index() : 0, byte, reserve);
+PoisonScope::PoisonScope(uint8_t byte, const c10::Device& device) : cpu_(device.is_cpu()) {
+  if (cpu_) {
+    g_poison.store(byte, std::memory_order_relaxed);
+  } else if (device.is_cuda()) {
+    Spent spent(phase::kIntegrity);  // (the first scope attaches to the allocator)
+    cuda_ = poison_cuda_allocations(byte);
+  }
 }
+
 PoisonScope::~PoisonScope() {
   if (cpu_) g_poison.store(-1, std::memory_order_relaxed);
+  if (cuda_) poison_cuda_allocations(-1);
 }
 
 }  // namespace bb::replay

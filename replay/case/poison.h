@@ -5,7 +5,6 @@
 
 #include <c10/core/Device.h>
 
-#include <cstddef>
 #include <cstdint>
 
 namespace bb::replay {
@@ -14,21 +13,19 @@ namespace bb::replay {
 // is alive on any thread, and does nothing otherwise (one relaxed atomic load per allocation).
 void install_poisoning_allocator();
 
-// What a kernel allocates while this is alive holds `byte`, not what an earlier call left there.
-// CPU: new allocations are filled (the allocator above). CUDA: on entry the free blocks of the CUDA
-// caching allocator's cache on the device are filled, each from its start up to max(`reserve`, 64 MiB)
-// bytes, after at least `reserve` bytes were made free in it (the kernel's allocations come out of that
-// cache, carved from a free block's start; allocations beyond that much from one block, or larger than
-// what is free there, get memory not poisoned).
+// What a kernel allocates while this is alive holds `byte`, not what an earlier call left there: CPU
+// allocations are filled by the allocator above, CUDA caching-allocator allocations by a memset on their
+// stream as they are handed out (poison_cuda_allocations). Every allocation, whatever its size or the
+// state of the cache; the memory still free in the cache is not touched.
 class PoisonScope {
  public:
-  explicit PoisonScope(uint8_t byte, const c10::Device& device = c10::Device(c10::kCPU), size_t reserve = 0);
+  explicit PoisonScope(uint8_t byte, const c10::Device& device = c10::Device(c10::kCPU));
   ~PoisonScope();
   PoisonScope(const PoisonScope&) = delete;
   PoisonScope& operator=(const PoisonScope&) = delete;
 
  private:
-  bool cpu_;
+  bool cpu_, cuda_ = false;
 };
 
 // Bytes two runs use: 0xFF makes floats NaN and integers -1; 0x5A is an ordinary-looking value.

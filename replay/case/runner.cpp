@@ -98,11 +98,11 @@ FirstCall run_native(const CaseContext& c, const trace::TraceEntry& entry, Value
 
 // Step 3: the kernel's first call, in its process, on the same inputs, with new memory poisoned (not
 // holding old results).
-FirstCall run_kernel(const CaseContext& c, const Values& inputs, const Values& native) {
+FirstCall run_kernel(const CaseContext& c, const Values& inputs) {
   FirstCall f;
   try {
     const int64_t id = c.kernel.prepare(inputs);
-    f.remote = c.kernel.run(id, kPoisonA, poison_reserve(native));
+    f.remote = c.kernel.run(id, kPoisonA);
   } catch (const bb::Decline& d) {
     f.ended = Status::Skipped;
     f.why = std::string("declined: ") + d.what();
@@ -184,7 +184,7 @@ CaseResult run_case_steps(const trace::TraceEntry& entry, const std::string& var
   FirstCall native = run_native(c, entry, native_args);
   if (native.ended) return summarize(r, *native.ended, native.why);
 
-  FirstCall generated = run_kernel(c, inputs, native.called.results);
+  FirstCall generated = run_kernel(c, inputs);
   if (generated.ended) return summarize(r, *generated.ended, generated.why);
   RemoteRun& first = *generated.remote;
   if (!first.called.native_call.empty()) {

@@ -1,7 +1,7 @@
 // The kernel worker (replay/cli/kernel_worker.h): the backend loaded, then one request at a time from its
 // reference, answered on the same channel. Requests and replies are wire.h messages:
 //   bind {op}                      the case's op; its kernel ("problem" when the backend has none)
-//   run {id, poison, reserve}      the kernel on argument set id (watched, poisoned): results kept under id, and
+//   run {id, poison}               the kernel on argument set id (watched, poisoned): results kept under id, and
 //                                  described (see describe)
 //   ready {id} / go {id, seed}     (host clock) operands evicted; then the timed call: "us" and where its results
 //                                  are first, then (asked "more") what else it did
@@ -302,7 +302,7 @@ json run(State& s, const json& m) {
   return guarded([&] {
     const int poison = m.value("poison", 0);
     std::optional<PoisonScope> scope;
-    if (poison) scope.emplace(static_cast<uint8_t>(poison), s.run.device, m.value("reserve", size_t{0}));
+    if (poison) scope.emplace(static_cast<uint8_t>(poison), s.run.device);
     set.runs.push_back(call(s.op, s.kernel, set.args, s.run));
     json out = called_json(set);
     out["returned"] = spans(set.runs.back().results, m.value("seed", uint64_t{1}));

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -190,35 +191,35 @@ class CuptiCudaTimer : public CuptiCallTimer {
 
 }  // namespace
 
-bool poison_cuda_cache(int device, uint8_t byte, size_t reserve) {
+namespace {
+std::atomic<int> g_cuda_poison{-1};  // the byte, or -1: off
+}  // namespace
+
+bool poison_cuda_allocations(int byte) {
   namespace cache = c10::cuda::CUDACachingAllocator;
-  try {
-    const auto options = at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device));
-    // Allocated and freed at once: the memory stays in the cache, free, for the kernel to be given.
-    (void)at::empty({static_cast<int64_t>(std::max<size_t>(reserve, size_t{2} << 20))}, options);
-    (void)at::empty({int64_t{512} << 10}, options);  // allocations up to 1 MB come from the small pool
-    // Of each free block, its first `reach` bytes: the allocator hands out a block's start and keeps the
-    // rest as a free block after it, so allocations of up to `reach` bytes in all, from any free block, land
-    // in poisoned memory. Filling every free byte instead cost a memset of the whole cache per run: after a
-    // trace's large cases, gigabytes for a case of a few bytes.
-    const size_t reach = std::max<size_t>(reserve, size_t{64} << 20);
-    const cache::SnapshotInfo snapshot = cache::snapshot({0, 0}, /*include_traces=*/false);
-    for (const auto& segment : snapshot.segments) {
-      // (expandable segments may have unmapped gaps: left alone)
-      if (segment.device != device || segment.is_expandable) continue;
-      size_t address = segment.address;
-      for (const auto& block : segment.blocks) {
-        if (!block.allocated && block.size)
-          if (cudaMemsetAsync(reinterpret_cast<void*>(address), byte, std::min<size_t>(block.size, reach), nullptr) !=
-              cudaSuccess)
-            return false;
-        address += block.size;
-      }
+  static const bool attached = [] {
+    try {
+      // (the allocator is made on first CUDA use: this makes sure there is one to attach to)
+      (void)at::empty({1}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
+      // Called by the allocator, under its lock, for every event of every device's cache; only ALLOC (a block
+      // handed out: its address and the size asked for) matters. The fill goes on the allocation's stream, so
+      // it comes before whatever the caller queues there next (the kernel's writes included). A failed fill is
+      // cleared, not left for the kernel's next CUDA call to report: that allocation keeps what it held.
+      cache::attachAllocatorTraceTracker([](const c10::CachingDeviceAllocator::TraceEntry& e) {
+        const int b = g_cuda_poison.load(std::memory_order_relaxed);
+        if (b < 0 || e.action_ != c10::CachingDeviceAllocator::TraceEntry::ALLOC || e.size_ == 0) return;
+        if (cudaMemsetAsync(reinterpret_cast<void*>(e.addr_), b, e.size_, static_cast<cudaStream_t>(e.stream_)) !=
+            cudaSuccess)
+          (void)cudaGetLastError();
+      });
+      return true;
+    } catch (const std::exception&) {  // (e.g. the cudaMallocAsync backend: it has no trace trackers)
+      return false;
     }
-    return cudaDeviceSynchronize() == cudaSuccess;
-  } catch (const std::exception&) {
-    return false;
-  }
+  }();
+  if (!attached) return false;
+  g_cuda_poison.store(byte < 0 ? -1 : (byte & 0xFF), std::memory_order_relaxed);
+  return true;
 }
 
 std::unique_ptr<CuptiCallTimer> make_cupti_call_timer(int device, const std::string& torch_lib_dir, std::string* why) {

@@ -43,11 +43,12 @@ class CuptiCallTimer {
   virtual void flush_before(bool on) = 0;
 };
 
-// Fills the free blocks of the CUDA caching allocator's cache on `device` with `byte`, each up to
-// max(`reserve`, 64 MiB) bytes from its start (where the allocator carves allocations from), after making
-// at least `reserve` bytes free in its large pool and one segment free in its small pool; waits until
-// done. False where this build has no CUDA parts or it failed (then nothing is poisoned).
-bool poison_cuda_cache(int device, uint8_t byte, size_t reserve);
+// `byte` (0-255): from now on, every block the CUDA caching allocator hands out, on any device, is filled
+// with `byte` on the allocation's stream before the caller can use it; -1: no more. The cost is one memset
+// per allocation while on, nothing else (the memory still free in the cache is left alone). False where
+// this build has no CUDA parts or the allocator cannot report its allocations (the cudaMallocAsync
+// backend): then nothing is filled.
+bool poison_cuda_allocations(int byte);
 
 // Free memory of the current CUDA device (cudaMemGetInfo), 0 where unknown or this build has no CUDA.
 uint64_t cuda_free_bytes();

@@ -8,7 +8,7 @@ std::unique_ptr<CuptiCallTimer> make_cupti_call_timer(int, const std::string&, s
   return nullptr;
 }
 
-bool poison_cuda_cache(int, uint8_t, size_t) { return false; }
+bool poison_cuda_allocations(int) { return false; }
 
 uint64_t cuda_free_bytes() { return 0; }
 

@@ -730,11 +730,11 @@ RemoteRun KernelProcess::finish(int64_t id, const json& reply, const std::string
   return r;
 }
 
-RemoteRun KernelProcess::run(int64_t id, uint8_t poison, size_t reserve) {
+RemoteRun KernelProcess::run(int64_t id, uint8_t poison) {
   json reply;
   {
     Spent spent(phase::kKernel);
-    reply = ask(about(id, {{"cmd", "run"}, {"poison", poison}, {"reserve", reserve}, {"seed", seed_++},
+    reply = ask(about(id, {{"cmd", "run"}, {"poison", poison}, {"seed", seed_++},
                            {"pack", !device_.is_cpu()}}));
   }
   throw_kernel_exception(reply);

@@ -98,10 +98,10 @@ class KernelProcess {
   int64_t prepare(const Values& inputs);
   // New values into the memory of argument set `id` (a second input set in the same memory).
   void refill(int64_t id, const Values& inputs);
-  // The kernel on argument set `id`, its new memory poisoned with `poison` (0: none) after `reserve`
-  // bytes were made free for it (CUDA). The kernel's decline and what it raised are thrown as
-  // bb::Decline and std::runtime_error, as from a call in this process.
-  RemoteRun run(int64_t id, uint8_t poison = 0, size_t reserve = 0);
+  // The kernel on argument set `id`, what it allocates poisoned with `poison` (0: none; PoisonScope).
+  // The kernel's decline and what it raised are thrown as bb::Decline and std::runtime_error, as from a
+  // call in this process.
+  RemoteRun run(int64_t id, uint8_t poison = 0);
   // A timed run (host clock or CUPTI, by device). CUDA: `reread_after`, an earlier run, is described in the
   // same answer as it is after this run, for the next reread() of it (no round trip of its own).
   RemoteRun run_timed(int64_t id, const RemoteRun* reread_after = nullptr);
