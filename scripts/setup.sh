@@ -13,6 +13,7 @@ BB_TORCH_PIN="torch==2.11.0"
 # clang-14 and libclang-rt-14-dev: libFuzzer and the sanitizers for ctest's fuzz.* tests (tests/fuzz).
 # python3-dev: Python's headers, for the Python kernel bridge (backends/python; built only when found).
 BB_RAY_PIN="ray==2.60.0"  # wheels for Python 3.11 and 3.12 (about 80 MB with its dependencies)
+BB_LIGER_PIN="liger-kernel==0.8.5"  # pure Python over Triton (torch's own dependency): installed --no-deps
 BB_APT_PACKAGES=(cmake ninja-build g++ libyaml-cpp-dev libboost-dev libboost-stacktrace-dev catch2 libcli11-dev
                  nlohmann-json3-dev clang-14 libclang-rt-14-dev python3-dev)
 BB_TEST_APT_PACKAGES=(chromium)    # the tests open bbcompare's pages in a headless browser
@@ -104,6 +105,18 @@ bb_install_ray() {
   fi
   bb_say "installing $BB_RAY_PIN into $BB_PY (for scripts/bbreplay_ray.py; a minute or two)"
   "$BB_PY" -m pip install -q --disable-pip-version-check --no-compile "$BB_RAY_PIN"
+}
+
+# Liger-Kernel, for backends/liger and its test (integration.liger, which checks less without it): installed
+# into the project's Python when missing, without its dependencies (torch and triton are there), on the
+# same terms as Ray above.
+bb_install_liger() {
+  "$BB_PY" -c 'import liger_kernel' 2>/dev/null && return
+  if [ "${BB_NO_INSTALL:-0}" = 1 ] || [ -n "${BB_PYTHON:-}" ]; then
+    bb_say "no liger_kernel in $BB_PY (BB_NO_INSTALL or BB_PYTHON set): integration.liger checks less"
+    return
+  fi
+  "$BB_PY" -m pip install -q --disable-pip-version-check --no-compile --no-deps "$BB_LIGER_PIN"
 }
 
 bb_build() {
