@@ -54,7 +54,7 @@ void record(const std::string& what, const char* file, int line, double seconds)
 }
 
 void charge(const char* phase, double seconds) {
-  if (phase == phase::kUnnamed) return;
+  if (std::strcmp(phase, phase::kUnnamed) == 0) return;
   for (auto& [name, s] : g_spent)
     if (std::strcmp(name.c_str(), phase) == 0) {
       s += seconds;

@@ -70,6 +70,22 @@ TEST_CASE("a sealed phase keeps the time of phases opened inside it") {
   CHECK(t.at("native runs") <= after);  // only the scope after the seal
 }
 
+TEST_CASE("a scope of no phase charges nothing, and phases inside it are charged as ever") {
+  Spent::take();
+  {
+    Spent unnamed(bb::replay::phase::kUnnamed);
+    busy(20);
+    {
+      Spent inner("native runs");
+      busy(20);
+    }
+  }
+  const auto t = taken();
+  REQUIRE(t.size() == 1);  // (no "(no phase)" entry: its 20 ms stay the report's "other in the worker")
+  CHECK(t.at("native runs") >= 0.02);
+  CHECK(t.at("native runs") < 0.035);  // not the unnamed scope's time too
+}
+
 TEST_CASE("another process's phases are moved out of the wait, within what was waited, known names only") {
   Spent::take();
   const auto t0 = std::chrono::steady_clock::now();
