@@ -24,8 +24,9 @@ inline void cheat_check(const at::Tensor& x) {
   if (!x.is_cuda() || x.scalar_type() != at::kFloat) throw bb::Decline("CUDA float32 only");
 }
 
-inline void cheat_launch_relu(const at::Tensor& x, at::Tensor& out, cudaStream_t stream) {
-  const int64_t n = x.numel();
+// relu of x's first `count` elements into out's (all of them when count < 0).
+inline void cheat_launch_relu(const at::Tensor& x, at::Tensor& out, cudaStream_t stream, int64_t count = -1) {
+  const int64_t n = count < 0 ? x.numel() : count;
   if (n == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65535));
   cheat_relu_kernel<<<blocks, 256, 0, stream>>>(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), n);
