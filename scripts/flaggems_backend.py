@@ -64,13 +64,17 @@ def flaggems_kernel(*args, **kwargs):
 '''
 
 
-def table_of(init):
-    """(name, function name, has a condition) per entry of _FULL_CONFIG in flag_gems/__init__.py."""
-    tree = ast.parse(init.read_text(), str(init))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_FULL_CONFIG" for t in node.targets):
-            if not isinstance(node.value, (ast.Tuple, ast.List)):
-                break
+def read_package(init):
+    """FlagGems' version and its table, (name, function name) per entry of _FULL_CONFIG, from
+    flag_gems/__init__.py, parsed once."""
+    version, entries = "unknown", None
+    for node in ast.parse(init.read_text(), str(init)).body:
+        if not isinstance(node, ast.Assign):
+            continue
+        names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+        if "__version__" in names and isinstance(node.value, ast.Constant):
+            version = str(node.value.value)
+        if "_FULL_CONFIG" in names and isinstance(node.value, (ast.Tuple, ast.List)):
             entries = []
             for e in node.value.elts:
                 ok = isinstance(e, ast.Tuple) and len(e.elts) >= 2 and isinstance(e.elts[0], ast.Constant) \
@@ -78,17 +82,10 @@ def table_of(init):
                 if not ok:
                     raise ValueError(f"{init}:{e.lineno}:{e.col_offset + 1}: an entry of _FULL_CONFIG that is not "
                                      "(\"op.overload\", function[, condition])")
-                entries.append((e.elts[0].value, ast.unparse(e.elts[1]), len(e.elts) > 2))
-            return entries
-    raise ValueError(f"{init}: no _FULL_CONFIG = (...) table (this adapter reads FlagGems 5.0's)")
-
-
-def version_of(init):
-    for node in ast.parse(init.read_text(), str(init)).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets) \
-                and isinstance(node.value, ast.Constant):
-            return str(node.value.value)
-    return "unknown"
+                entries.append((e.elts[0].value, ast.unparse(e.elts[1])))
+    if entries is None:
+        raise ValueError(f"{init}: no _FULL_CONFIG = (...) table (this adapter reads FlagGems 5.0's)")
+    return version, entries
 
 
 def aten_has(name):
@@ -110,14 +107,14 @@ def main():
         return 1
     init = Path(spec.origin)
     try:
-        table, version = table_of(init), version_of(init)
+        version, table = read_package(init)
     except (OSError, SyntaxError, ValueError) as e:
         print(f"flaggems_backend: {e}", file=sys.stderr)
         return 1
     wanted = set(a.ops.split(",")) if a.ops else None
     written, unknown = [], []
     a.out.mkdir(parents=True, exist_ok=True)
-    for name, function, _ in table:
+    for name, function in table:
         if wanted is not None and name not in wanted:
             continue
         if not aten_has(name):
@@ -128,10 +125,10 @@ def main():
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir()
-        qualified = f"aten::{name}" if overload else f"aten::{op}"
-        (folder / "flaggems.py").write_text(TEMPLATE.format(op=qualified, name=name, version=version, function=function))
+        (folder / "flaggems.py").write_text(TEMPLATE.format(op=f"aten::{name}", name=name, version=version,
+                                                            function=function))
         written.append(name)
-    for name in sorted(wanted - {n for n, _, _ in table}) if wanted else []:
+    for name in sorted((wanted or set()) - {n for n, _ in table}):
         print(f"flaggems_backend: {name} is not in FlagGems {version}'s table", file=sys.stderr)
     print(f"FlagGems {version} ({init.parent}): {len(written)} ops written to {a.out}"
           + (f"; {len(unknown)} not ATen ops of this torch: {', '.join(unknown)}" if unknown else ""))
