@@ -54,19 +54,29 @@ void make_dirs(const std::string& path) {
 }
 
 // The worker's environment and the folders it may write: compiler caches of Python kernels (Triton's,
-// torch's extensions and inductor's) in folders of their own, kept across runs.
+// torch's extensions and inductor's) in folders of their own, kept across runs, and a home of its own
+// there. Libraries write under `~` when imported (FlagGems makes ~/.flaggems for its generated code and
+// fails to import where it cannot, H200 2026-12-06), and the kernel's process may write no other folder:
+// its HOME and XDG_CACHE_HOME are that home. Where the real ones were used for finding things, they are
+// named: Python's user site-packages (PYTHONUSERBASE, ~/.local) and bbshim's cache (BB_CACHE).
 std::vector<std::string> worker_env(std::vector<std::string>* writable) {
-  const std::string home = cache_root() + "/kernel-worker";
+  const std::string root = cache_root(), home = root + "/kernel-worker";
+  const char* real_home = std::getenv("HOME");
+  const char* user_base = std::getenv("PYTHONUSERBASE");
   const std::pair<const char*, std::string> caches[] = {{"TRITON_HOME", home + "/triton"},
                                                         {"TRITON_CACHE_DIR", home + "/triton/cache"},
                                                         {"TORCH_EXTENSIONS_DIR", home + "/torch_extensions"},
                                                         {"TORCHINDUCTOR_CACHE_DIR", home + "/inductor"}};
+  const std::pair<const char*, std::string> homes[] = {{"HOME", home + "/home"},
+                                                       {"XDG_CACHE_HOME", home + "/home/.cache"}};
+  auto named = [](const std::string& var, const char* name) { return var.rfind(std::string(name) + "=", 0) == 0; };
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string var = *e;
-    if (var.rfind("LD_PRELOAD=", 0) == 0 || var.rfind("TMPDIR=", 0) == 0) continue;
+    if (named(var, "LD_PRELOAD") || named(var, "TMPDIR") || named(var, "BB_CACHE")) continue;
     bool ours = false;
-    for (const auto& [name, dir] : caches) ours = ours || var.rfind(std::string(name) + "=", 0) == 0;
+    for (const auto& [name, dir] : caches) ours = ours || named(var, name);
+    for (const auto& [name, dir] : homes) ours = ours || named(var, name);
     if (!ours) env.push_back(var);
   }
   for (const auto& [name, dir] : caches) {
@@ -75,6 +85,13 @@ std::vector<std::string> worker_env(std::vector<std::string>* writable) {
     make_dirs(d);
     env.push_back(std::string(name) + "=" + d);
   }
+  for (const auto& [name, dir] : homes) {
+    make_dirs(dir);
+    env.push_back(std::string(name) + "=" + dir);
+  }
+  env.push_back("BB_CACHE=" + root);
+  if (!(user_base && *user_base) && real_home && *real_home)
+    env.push_back(std::string("PYTHONUSERBASE=") + real_home + "/.local");
   make_dirs(home);
   writable->push_back(home);
   // (a profile of the replay, BB_REPLAY_PROFILE in spent.h: its folder, for this process's part)

@@ -4,10 +4,10 @@ call handed to the package's function, declined where the entry's condition is f
 falling back to native with its message, and a folder written from another version refused by name. The
 real FlagGems needs a GPU: scripts/gpu-check runs it there."""
 import importlib.util
-import sys
+import json
 import unittest
 
-from support import PYTHON, ROOT, TempDirTest, base_env, preload_env, run
+from support import BUILD, PYTHON, ROOT, TempDirTest, base_env, preload_env, run
 from test_routing import summary_row
 
 FAKE = ROOT / "tests" / "data" / "fake_flag_gems"
@@ -20,14 +20,21 @@ print(torch.relu(x).tolist(), torch.add(x, x).tolist(), torch.neg(x).tolist())
 
 
 class FlagGemsBackend(TempDirTest):
+    def home(self):
+        """A home folder of the test's own: the stand-in, as FlagGems, makes a folder there when imported."""
+        h = self.dir / "home"
+        h.mkdir(exist_ok=True)
+        return h
+
     def adapter(self, *args, pythonpath=FAKE):
         env = base_env()
-        env["PYTHONPATH"] = str(pythonpath)
+        env["PYTHONPATH"], env["HOME"] = str(pythonpath), str(self.home())
         return run([PYTHON, ADAPTER, *args], env, cwd=self.dir, timeout=300)
 
     def route(self, backend, pythonpath=FAKE):
         summary = self.dir / "summary.txt"
-        env = preload_env(BB_BACKEND=backend, BB_SUMMARY=summary, BB_TRACE="off", PYTHONPATH=pythonpath)
+        env = preload_env(BB_BACKEND=backend, BB_SUMMARY=summary, BB_TRACE="off", PYTHONPATH=pythonpath,
+                          HOME=self.home())
         r = run([PYTHON, "-c", PROGRAM], env, cwd=self.dir, timeout=300)
         return r, summary.read_text() if summary.exists() else ""
 
@@ -58,6 +65,32 @@ class FlagGemsBackend(TempDirTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual([p.name for p in only.iterdir()], ["relu__default"])
         self.assertIn("nonsense is not in FlagGems 5.0.2's table", r.stderr)
+
+    def test_bbreplay_judges_the_folder_with_the_package_writing_its_home_in_the_kernels_process(self):
+        # The kernel's process may write no folder but its caches (namespaces make the rest read-only):
+        # it gets a home of its own there, where FlagGems (and the stand-in) make a folder when imported.
+        # With the user's home, read-only, every case failed with "Read-only file system" (H200, 2026-12-06).
+        out = self.dir / "flaggems"
+        self.assertEqual(self.adapter(out).returncode, 0)
+        trace = self.dir / "trace.yaml"
+        r = run([PYTHON, "-c", PROGRAM], preload_env(BB_TRACE=trace), cwd=self.dir, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        home = self.home()
+        home.chmod(0o555)  # (read-only, as under namespaces, also where bbreplay falls back to a subreaper)
+        try:
+            env = base_env()
+            env["PYTHONPATH"], env["HOME"] = str(FAKE), str(home)
+            env["BB_CACHE"] = str(self.dir / "cache")  # (not under the read-only home)
+            report = self.dir / "report.json"
+            r = run([BUILD / "bin" / "bbreplay", trace, "--backend", out, "--json", report, "--quiet",
+                     "--variants", "traced"], env, cwd=self.dir, timeout=600)
+        finally:
+            home.chmod(0o755)
+        self.assertIn(r.returncode, (0, 1), r.stderr)
+        ops = {o["op"]: o for o in json.loads(report.read_text())["ops"]}
+        self.assertNotIn("Read-only file system", r.stdout + r.stderr)
+        self.assertEqual((ops["aten::relu"]["passed"], ops["aten::relu"]["failed"]), (1, 0), ops["aten::relu"])
+        self.assertEqual(ops["aten::neg"]["failed"], 1, ops["aten::neg"])  # (its function raises)
 
     def test_another_version_is_refused_by_name_and_native_runs(self):
         out = self.dir / "flaggems"

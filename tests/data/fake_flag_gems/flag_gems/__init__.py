@@ -1,7 +1,14 @@
 """A stand-in for FlagGems (PyPI flag-gems) with its op table's form, for tests/integration/test_flaggems.py:
 the real package imports only where there is a GPU. Its "kernels" work on CPU tensors through Python lists
-(no ATen compute op, which the native-call watch would catch)."""
+(no ATen compute op, which the native-call watch would catch). Like the real one (flag_gems/utils/
+code_cache.py), importing it makes a folder under the home directory, and fails where it cannot."""
+import os
+from pathlib import Path
+
 import torch
+
+_cache_dir = Path(os.environ.get("FLAGGEMS_CACHE_DIR") or Path.home() / ".flaggems")
+_cache_dir.mkdir(parents=True, exist_ok=True)
 
 __version__ = "5.0.2"
 device = "cpu"
