@@ -16,7 +16,8 @@ FlagGems needs a GPU), so OUT can be written anywhere the package is installed. 
 it is imported, that the FlagGems it finds is the version it was written from and that the table still
 has its op, and says which version otherwise (the op then runs natively: docs/backends.md). A call
 whose tensors are not on FlagGems' device, or whose entry's condition (e.g. a torch version) is false,
-declines: native runs.
+declines: native runs. Ops that bbshim cannot route at all (factories with their own BackendSelect kernel,
+CompositeImplicitAutograd ops) get no folder, and are listed.
 
 Exit status: 0 written; 1 FlagGems missing or its table unreadable (what and where is said); 2 usage.
 """
@@ -89,10 +90,30 @@ def read_package(init):
 
 
 def aten_has(name):
+    """Whether the dispatcher has this overload (torch.ops also lists TorchScript's scalar ops, such as
+    copysign's "default", that no kernel can be registered for)."""
     import torch
     op, _, overload = name.partition(".")
-    packet = getattr(torch.ops.aten, op, None)
-    return packet is not None and (overload or "default") in packet.overloads()
+    try:
+        torch._C._dispatch_find_schema_or_throw(f"aten::{op}", overload)
+    except RuntimeError:
+        return False
+    return True
+
+
+# Ops bbshim cannot route whatever the kernel (backends/loader.cpp's routing_obstacle), asked of the
+# dispatcher: a folder for one would only fail every case as "not usable".
+UNROUTABLE = (("BackendSelect", "factories with a BackendSelect kernel"),
+              ("CompositeImplicitAutograd", "CompositeImplicitAutograd: they decompose above the routing point"))
+
+
+def unroutable(name):
+    import torch
+    qualified = f"aten::{name}"
+    for key, why in UNROUTABLE:
+        if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+            return why
+    return None
 
 
 def main():
@@ -112,13 +133,16 @@ def main():
         print(f"flaggems_backend: {e}", file=sys.stderr)
         return 1
     wanted = set(a.ops.split(",")) if a.ops else None
-    written, unknown = [], []
+    written, unknown, skipped = [], [], {}
     a.out.mkdir(parents=True, exist_ok=True)
     for name, function in table:
         if wanted is not None and name not in wanted:
             continue
         if not aten_has(name):
             unknown.append(name)
+            continue
+        if why := unroutable(name):
+            skipped.setdefault(why, []).append(name)
             continue
         op, _, overload = name.partition(".")
         folder = a.out / f"{op}__{overload or 'default'}"
@@ -131,7 +155,9 @@ def main():
     for name in sorted((wanted or set()) - {n for n, _ in table}):
         print(f"flaggems_backend: {name} is not in FlagGems {version}'s table", file=sys.stderr)
     print(f"FlagGems {version} ({init.parent}): {len(written)} ops written to {a.out}"
-          + (f"; {len(unknown)} not ATen ops of this torch: {', '.join(unknown)}" if unknown else ""))
+          + (f"; {len(unknown)} not ATen ops of this torch: {', '.join(unknown)}" if unknown else "")
+          + "".join(f"; {len(names)} that bbshim cannot route ({why}): {', '.join(names)}"
+                    for why, names in skipped.items()))
     return 0
 
 

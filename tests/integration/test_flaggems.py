@@ -45,6 +45,9 @@ class FlagGemsBackend(TempDirTest):
         self.assertIn("FlagGems 5.0.2", r.stdout)
         self.assertIn("3 ops written", r.stdout)
         self.assertIn("not ATen ops of this torch: no_such_op.default", r.stdout)
+        self.assertIn("1 that bbshim cannot route (factories with a BackendSelect kernel): zeros", r.stdout)
+        self.assertIn("1 that bbshim cannot route (CompositeImplicitAutograd: they decompose above the routing "
+                      "point): linear", r.stdout)
         self.assertEqual(sorted(p.name for p in out.iterdir()), ["add__Tensor", "neg__default", "relu__default"])
         self.assertIn('OP, NAME, VERSION = "aten::add.Tensor", "add.Tensor", "5.0.2"',
                       (out / "add__Tensor" / "flaggems.py").read_text())
