@@ -3,12 +3,15 @@
 the time goes.
 
     scripts/replay_throughput.py [--models gpt2,llama,bert,resnet50] [--device cuda] [--build DIR]
-                                 [--out DIR] [--limit SECONDS] [--reuse-traces] [-- BBREPLAY ARGS...]
+                                 [--out DIR] [--limit SECONDS] [--reuse-traces] [--trace-only]
+                                 [--device-time] [-- BBREPLAY ARGS...]
 
 For each model, one training step is traced under the preload (built from its config or constructor, no
 weights: GPT-2 small at batch 8 x 512; a small Llama of 8 layers, hidden 1024, 16 heads / 4 KV heads,
 intermediate 2816, vocab 32000, batch 4 x 512; BERT-base at batch 16 x 256, masked LM; torchvision
-ResNet-50 at batch 32 x 224 x 224; bf16 autocast on CUDA, AdamW, seeded), then replayed native against
+ResNet-50 at batch 32 x 224 x 224; and, asked by name only, `llama1b`, a model of Llama 3.2 1B's shape
+(16 layers, hidden 2048, 32 heads / 8 KV heads, intermediate 8192, vocab 128256, tied embeddings: 1.24 B
+parameters) at batch 4 x 512, the issue's largest size; bf16 autocast on CUDA, AdamW, seeded), then replayed native against
 native (`bbreplay TRACE --device DEVICE --json ...`: every case, variants included, checked and timed,
 unless BBREPLAY ARGS say otherwise). Printed per trace: cases, wall seconds, seconds per case, the
 seconds of each phase (the report's per-case `spent`, summed; docs/replay.md), traced cases against
@@ -31,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ["gpt2", "llama", "bert", "resnet50"]
+KNOWN = MODELS + ["llama1b"]  # (the default list, and what may be asked for by name)
 
 
 def build_model(name):
@@ -52,11 +56,18 @@ def build_model(name):
                              num_key_value_heads=4, vocab_size=32000, max_position_embeddings=1024)
         model, (b, s), vocab = tr.LlamaForCausalLM(cfg), (4, 512), 32000
         what = "Llama (8 layers, hidden 1024, 16 heads / 4 KV heads, intermediate 2816, vocab 32000), batch 4 x 512"
+    elif name == "llama1b":
+        cfg = tr.LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                             num_key_value_heads=8, vocab_size=128256, max_position_embeddings=1024,
+                             tie_word_embeddings=True)
+        model, (b, s), vocab = tr.LlamaForCausalLM(cfg), (4, 512), 128256
+        what = ("Llama 3.2 1B's shape (16 layers, hidden 2048, 32 heads / 8 KV heads, intermediate 8192, vocab "
+                "128256, tied embeddings), batch 4 x 512")
     elif name == "bert":
         model, (b, s), vocab = tr.BertForMaskedLM(tr.BertConfig()), (16, 256), 30522
         what = "BERT-base (12 layers, hidden 768), masked LM, batch 16 x 256"
     else:
-        raise SystemExit(f"unknown model {name}; known: {', '.join(MODELS)}")
+        raise SystemExit(f"unknown model {name}; known: {', '.join(KNOWN)}")
 
     def batch(device):
         ids = torch.randint(0, vocab, (b, s), device=device)
@@ -86,8 +97,9 @@ def train_step(name, device):
 
 
 def trace(name, args, path):
-    env = dict(os.environ, LD_PRELOAD=str(args.build / "lib" / "libbbshim.so"), BB_TRACE=str(path),
-               BB_DEVICE_TIME="0")
+    env = dict(os.environ, LD_PRELOAD=str(args.build / "lib" / "libbbshim.so"), BB_TRACE=str(path))
+    if not args.device_time:
+        env["BB_DEVICE_TIME"] = "0"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, __file__, "--step", name, "--device", args.device], env=env,
                        capture_output=True, text=True)
@@ -205,6 +217,10 @@ def main():
     p.add_argument("--limit", type=float, default=None, help="interrupt each replay after this many seconds")
     p.add_argument("--reuse-traces", action="store_true",
                    help="replay a model's trace already in --out instead of tracing it again (the same cases)")
+    p.add_argument("--trace-only", action="store_true", help="trace the models, replay nothing")
+    p.add_argument("--device-time", action="store_true",
+                   help="trace with the preload's device timing on (its default: first calls, extrapolated), for "
+                        "reports that give each op's share of the step's device time; off by default")
     p.add_argument("--profile", action="store_true",
                    help="also print the source lines of bbreplay's processes that took the most time")
     args = p.parse_args(argv)
@@ -218,6 +234,8 @@ def main():
         else:
             seconds, said = trace(name, args, path)
             print(f"{name}: traced in {seconds:.1f} s ({said})", flush=True)
+        if args.trace_only:
+            continue
         report = args.out / f"{name}.json"
         profile = None
         if args.profile:
