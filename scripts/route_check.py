@@ -8,6 +8,7 @@ exits 1 when the losses diverge beyond --rtol or nothing was routed.
 
     python3 scripts/route_check.py                                   # CPU, example model, cpu_reference
     python3 scripts/route_check.py --device cuda --model gpt2 --steps 20   # GPU host, cuda_example
+    python3 scripts/route_check.py --device cuda --model llama --backend DIR  # the small Llama
 """
 import argparse
 import os
@@ -57,7 +58,8 @@ def shadow_policy(backend, path):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--model", default="small", choices=["small", "gpt2"])
+    p.add_argument("--model", default="small", choices=["small", "gpt2", "llama"],
+                   help="llama: replay_throughput.py's small Llama, bf16 autocast on CUDA, at its own batch 4 x 512")
     p.add_argument("--backend", help="backend folder (default: the sample backend for the device)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)

@@ -42,6 +42,16 @@ class LigerBackend(TempDirTest):
             self.assertEqual((row["calls"], row["routed"], row["declined"], row["errors"]), ("1", "0", "1", "0"), s)
         self.assertIn("aten::native_layer_norm: first decline: CUDA tensors only", s)
 
+    def test_its_policy_loads_and_names_the_four_ops(self):
+        # backends/liger/policy.yaml: the sum layer norm's backward calls is allowed for that op alone.
+        r, s = self.route(BB_POLICY=LIGER / "policy.yaml")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, self.native_output())
+        self.assertIn(f"policy {LIGER / 'policy.yaml'}", s)
+        self.assertNotIn("policy", r.stderr)  # (an error in the policy is said on stderr, and nothing routes)
+        for op in OPS:
+            self.assertEqual(summary_row(s, op)["calls"], "1", s)
+
     def test_without_liger_each_op_falls_back_and_says_why(self):
         # (a liger_kernel package without its ops, first on the path: what an API that moved looks like)
         broken = self.dir / "broken"
