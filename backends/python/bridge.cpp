@@ -215,6 +215,7 @@ struct PythonKernel final : c10::OperatorKernel {
 
   KernelSpec spec;
   bool tried = false;        // (under the GIL)
+  bool torch_ready = false;  // torch's import was seen done (it stays so: asked until then, under the GIL)
   std::string problem;       // why the files give no usable kernel
   py::object* fn = nullptr;  // never destroyed, like the module
   py::object* decline = nullptr;
@@ -226,7 +227,7 @@ struct PythonKernel final : c10::OperatorKernel {
     {
       py::gil_scoped_acquire gil;
       try {
-        if (!bbshim_module().attr("_torch_ready")().cast<bool>()) {
+        if (!torch_ready && !(torch_ready = bbshim_module().attr("_torch_ready")().cast<bool>())) {
           declined = true;  // a kernel file imports torch: not before the program's own import is done
           failure = "torch is still being imported";
         } else {
@@ -324,7 +325,10 @@ struct PythonKernel final : c10::OperatorKernel {
     py::dict kwargs;
     for (size_t k = positional; k < n; ++k)
       if (!is_default(params[k], args[k])) kwargs[params[k].name().c_str()] = to_python(args[k], params[k]);
-    py::object out = (*fn)(*pargs, **kwargs);
+    // (no keyword arguments, the common case: the tuple as it is, without unpacking into a new one)
+    PyObject* got = PyObject_Call(fn->ptr(), pargs.ptr(), kwargs.empty() ? nullptr : kwargs.ptr());
+    if (!got) throw py::error_already_set();
+    py::object out = py::reinterpret_steal<py::object>(got);
     std::vector<c10::IValue> results;
     const auto& rets = schema.returns();
     try {
