@@ -1,8 +1,9 @@
 """FlagGems as a backend folder (scripts/flaggems_backend.py), on the CPU with a stand-in package of the
 same table form (tests/data/fake_flag_gems): the folder written per op of the table that torch has, each
 call handed to the package's function, declined where the entry's condition is false, a failing function
-falling back to native with its message, and a folder written from another version refused by name. The
-real FlagGems needs a GPU: scripts/gpu-check runs it there."""
+falling back to native with its message, a folder written from another version refused by name, no folder
+for what bbshim cannot route, and bbreplay judging the folder while the package writes under its home as
+it imports. The real FlagGems needs a GPU: scripts/gpu-check runs it there."""
 import importlib.util
 import json
 import unittest
