@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstring>
 
 #include "backends/op_kinds.h"
 #include "tracer/format/op_name.h"
