@@ -88,6 +88,9 @@ Finding native_call_seen(const std::string& op, const std::string& phase);
 // Says whose code runs next (report_phases_to; only when it changes); outside any timed region.
 void note_phase(bool kernel);
 void synchronize(c10::Device device, const char* file = __builtin_FILE(), int line = __builtin_LINE());
+// Gives the device memory this process's caching allocator holds free back to the device (a no-op on the
+// CPU): what one process cached from a large case is room the other process of the pair may need.
+void release_device_cache(c10::Device device);
 
 // Bytes of the results' storage: what the call must at least write.
 double result_bytes(const Values& results);
@@ -129,12 +132,16 @@ Finding input_mutation(const CaseContext& c, const Values& inputs, const Values&
 Finding aliasing_after(const CaseContext& c, const Values& native_args, const Values& native, const Values& args,
                        const Values& generated, const std::string& phase);
 
-// The checks after the kernel's first call (`first`), in the order a cheat would be caught. `native`
-// gains the arguments native changed although the schema does not say so (and the kernel's results the
-// same arguments of its own). `full` false (--perf-only): the comparison and the checks of that one call
-// only (no second input set, no unwritten-output run).
+// The checks of the kernel's first call (`first`), in the order a cheat would be caught. `native` gains
+// the arguments native changed although the schema does not say so (and the kernel's results the same
+// arguments of its own). `full` false (--perf-only): no unwritten-output run after a wrong result.
 Finding check(const CaseContext& c, const Values& inputs, Values& native, const Values& native_args, RemoteRun& first,
               CaseResult& r, bool full = true);
+
+// The kernel again in the memory of its first call (`first`), on a second set of input values: a result
+// cached or replayed, a buffer reused across calls (not under --perf-only). Called once the first call's
+// inputs and native's copies are released: it makes a set of its own.
+Finding check_again(const CaseContext& c, const RemoteRun& first, CaseResult& r);
 
 // ------------------------------------------------------------------ time (case_timing.cpp)
 
