@@ -1,5 +1,6 @@
 // Steps "build inputs" and "run" of a replay case (replay/case/case_steps.h).
 #include <ATen/ATen.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <memory>
@@ -17,6 +18,7 @@
 #include "replay/timing/cupti_call_timer.h"
 #include "replay/case/spent.h"
 #include "replay/workers/tamper.h"
+#include "replay/workers/wire.h"
 
 namespace bb::replay {
 namespace {
@@ -55,6 +57,15 @@ void synchronize(c10::Device d, const char* file, int line) {
   const double since = Spent::note_start();
   c10::impl::getDeviceGuardImpl(c10::kCUDA)->synchronizeDevice(d.has_index() ? d.index() : 0);
   Spent::note("device synchronization", since, file, line);
+}
+
+void release_device_cache(c10::Device d) {
+  if (d.is_cpu()) return;
+  synchronize(d);
+  try {
+    if (c10::DeviceAllocator* a = c10::getDeviceAllocator(d.type()); a && a->initialized()) a->emptyCache();
+  } catch (const c10::Error&) {  // (a device type whose allocator caches nothing)
+  }
 }
 
 // On CUDA drawn on the device by its own generator: a case makes up to 30 input sets, and drawn on the
@@ -124,9 +135,9 @@ Finding native_call_seen(const std::string& op, const std::string& phase) {
 double result_bytes(const Values& results) {
   double bytes = 0;
   std::set<const void*> seen;
-  for (const auto& v : results) {
-    if (!v.isTensor()) continue;
-    const at::Tensor& t = v.toTensor();
+  // (tensor lists too: a _foreach op's results are its parameters' size; counted as none, eight runs of a
+  // billion parameters' were held at once and ran an H200 out of memory, 2026-12-06)
+  for (const at::Tensor& t : wire::tensors_in(results)) {
     if (!t.defined() || !t.has_storage() || !seen.insert(t.storage().data()).second) continue;
     bytes += static_cast<double>(t.numel()) * static_cast<double>(t.element_size());
   }

@@ -239,7 +239,10 @@ class Interleaved {
     if (Finding f = previous_changed(phase); f.found()) return f;
     keep_latest(native_.held, expected.called.results, [](const Values& v) { return result_bytes(v); },
                 [](const Values&) {});
-    keep_latest(generated_.runs, got, [](const RemoteRun& v) { return result_bytes(v.called.results); },
+    // (a run held is its whole argument set in the kernel's process, and its replica here: in-place ops'
+    // lists of parameters are all arguments)
+    keep_latest(generated_.runs, got,
+                [](const RemoteRun& v) { return result_bytes(v.called.results) + result_bytes(v.args); },
                 [this](const RemoteRun& v) { c_.kernel.release(v.id); });
     last_ = got;
     if (!o_.check) return escaped(c_, got, phase, false);
