@@ -7,7 +7,9 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <sstream>
 
@@ -16,6 +18,7 @@
 #include "replay/timing/cupti_call_timer.h"
 #include "replay/workers/isolation.h"
 #include "replay/workers/memory.h"
+#include "replay/case/case_steps.h"
 #include "replay/case/poison.h"
 #include "replay/workers/process_state.h"
 #include "replay/workers/remote_kernel.h"
@@ -61,6 +64,13 @@ std::optional<CaseResult> beyond_budget(const trace::TraceEntry& entry, const st
                       format_bytes(budget) + "; --max-case-bytes)");
 }
 
+// A case that ended because the device ran out of memory (torch's message, from either process: the
+// kernel's reaches here as text), whoever allocated last: the two processes share the device.
+bool out_of_memory(const CaseResult& r) {
+  return (r.status == Status::Failed || r.status == Status::Invalid || r.status == Status::Crashed) &&
+         r.message.find("out of memory") != std::string::npos;
+}
+
 // The kernel's process died during the self-check, where native ran in it: native's crash, not a kernel's
 // (a traced call the harness built wrongly; a variant native's kernels do not take).
 CaseResult native_crash(CaseResult r) {
@@ -91,6 +101,18 @@ struct Reference {
       started = e.what();
     }
     return kernel.get();
+  }
+
+  // What the case held on the device, given back where it was large (both processes), as after a case
+  // that ran out of device memory (`bytes`: UINT64_MAX).
+  void release_memory(uint64_t bytes) {
+    if (s.run.device.is_cpu()) return;
+    Spent spent(phase::kMemory);
+    if (kernel && kernel->alive()) try {
+        kernel->release_memory(bytes);
+      } catch (const KernelGone&) {  // (ended: the next case starts another)
+      }
+    if (bytes >= uint64_t{1} << 30) release_device_cache(s.run.device);
   }
 
   CaseResult run(const trace::TraceEntry& entry, const std::string& variant) {
@@ -165,9 +187,27 @@ int worker_main(const Options& o) {
       if (auto too_large = beyond_budget(entry, c.variant, case_budget, &bytes)) {
         result = std::move(*too_large);
       } else {
-        if (KernelProcess* k = ref.kernel_process()) k->limit_reads(16 * bytes + (uint64_t{256} << 20));
+        // (a kernel's process may describe any size; the estimate is no bound where no meta kernel made
+        // the results, as for embedding_dense_backward's weight-sized gradient: a case's budget is)
+        const uint64_t budget_reads = case_budget ? case_budget : uint64_t{8} << 30;
+        if (KernelProcess* k = ref.kernel_process())
+          k->limit_reads(std::max(16 * bytes + (uint64_t{256} << 20), budget_reads));
         Spent unnamed(phase::kUnnamed);
         result = ref.run(entry, c.variant);
+        // Out of device memory: what both processes cached given back, then once more; a second time, not
+        // judged (no kernel is accused, or credited, for the memory the judge holds beside it).
+        if (out_of_memory(result)) {
+          ref.release_memory(UINT64_MAX);
+          result = ref.run(entry, c.variant);
+          if (out_of_memory(result))
+            result = describe(entry, c.variant, Status::Skipped,
+                              "not judged: the device ran out of memory twice while judging it, with what both "
+                              "processes had cached given back in between (its values take " +
+                                  (bytes ? format_bytes(bytes) : std::string("a size not known beforehand")) +
+                                  "; a case's budget is " + format_bytes(case_budget) +
+                                  ", --max-case-bytes): " + result.message);
+        }
+        ref.release_memory(bytes);
       }
     } catch (const std::exception& e) {  // the harness's own failure: said, not hidden
       result =

@@ -15,6 +15,7 @@
 // "spent" (this process's seconds by phase since its last reply, for the report's phases).
 //   buffer {handle}                open the reference's IPC buffer
 //   case_end                       what the case changed in this process (tamper.h, process state)
+//   release                        after a large case: the buffer closed, the allocator's cached memory given back
 //   ping                           an answer at once (the reference's measure of the channel's latency)
 #include "replay/cli/kernel_worker.h"
 
@@ -525,6 +526,12 @@ json answer(State& s, const json& m, int fd, bool* replied) {
   if (cmd == "describe") return describe(s, m);
   if (cmd == "buffer") return buffer(s, m);
   if (cmd == "case_end") return case_end(s);
+  if (cmd == "release") {
+    Spent spent(phase::kMemory);
+    ipc_close(&s.buffer);
+    release_device_cache(s.run.device);
+    return {{"ok", true}};
+  }
   if (cmd == "ping") return {{"pong", true}};
   return error("unknown request " + cmd);
 }

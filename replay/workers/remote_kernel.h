@@ -125,6 +125,10 @@ class KernelProcess {
   // What the case left in the kernel's process (its own checks, processes still running). After a
   // process was left behind the worker is ended: alive() is false.
   std::vector<RemoteFinding> end_case();
+  // After a case that held much device memory (the buffer shared with the kernel's process, its allocator's
+  // cache; bbreplay's own is the caller's, release_device_cache): given back to the device, so that the
+  // next large case has the room. A no-op where the buffer is small and the kernel runs on the CPU.
+  void release_memory(uint64_t case_bytes);
   // A host-timed run of nothing on argument set `id` (which has run), made as the real ones are: what the
   // outside clocks see of it is what they see beyond any call (verify::Latency).
   verify::OutsideRun dry_run(int64_t id);

@@ -222,6 +222,23 @@ class MemoryLimits(TempDirTest):
                             "--worker-memory", "6G")
         self.assertEqual({c["status"] for c in cases.values()}, {"passed"})
 
+    def test_a_case_that_runs_out_of_device_memory_runs_once_more_then_is_not_judged(self):
+        # The two processes share the device: an out-of-memory error, whoever raised it, gives back what both
+        # cached and runs the case again; a second one leaves the case unjudged (skipped, with the message).
+        log = self.dir / "oom.txt"
+        log.write_text("Operator: aten.relu.default\n"
+                       "cnt: 1, ((T([1000], f32),), {})\ncnt: 1, ((T([2000], f32),), {})\n"
+                       "Operator: aten.neg.default\n"
+                       "cnt: 1, ((T([1000], f32),), {})\n")
+        cases = self.replay(log, "--backend", ROOT / "tests" / "backends" / "out_of_memory", "--check-only")
+        for n in (1000, 2000):
+            c = cases[("aten::relu", f"float32[{n}]@cuda")]
+            self.assertEqual((c["status"], c["flags"]), ("passed", []), c)
+        c = cases[("aten::neg", "float32[1000]@cuda")]
+        self.assertEqual((c["status"], c["flags"]), ("skipped", []), c)
+        self.assertRegex(c["message"], r"^not judged: the device ran out of memory twice while judging it, .*"
+                                       r"the kernel raised: CUDA out of memory\. Tried to allocate 2\.00 GiB")
+
 
 if __name__ == "__main__":
     unittest.main()
