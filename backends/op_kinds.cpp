@@ -77,11 +77,28 @@ bool same_work(const std::string& a, const std::string& b) {
   return false;
 }
 
+bool holds_tensors(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  for (const c10::TypePtr& inner : t->containedTypes())
+    if (holds_tensors(inner)) return true;
+  return false;
+}
+
+// No tensor in or out (promote_types, can_cast, result_type of two scalars): a function of scalars,
+// with no memory to do work on; FlagGems' cat asks torch.promote_types for its result's dtype.
+bool tensor_free(const c10::FunctionSchema& s) {
+  for (const auto& a : s.arguments())
+    if (holds_tensors(a.type())) return false;
+  for (const auto& r : s.returns())
+    if (holds_tensors(r.type())) return false;
+  return true;
+}
+
 bool classify(const std::string& op) {
   auto [name, overload] = trace::split_op(op);
   if (name.rfind("aten::", 0) != 0 || allowed_names().count(name)) return true;
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return !handle || is_view(handle->schema());
+  return !handle || is_view(handle->schema()) || tensor_free(handle->schema());
 }
 
 }  // namespace

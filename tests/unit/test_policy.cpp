@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "backends/op_kinds.h"
 #include "backends/op_names.h"
 #include "catch.h"
 #include "policy/verify/compare.h"
@@ -205,6 +206,15 @@ TEST_CASE("allow_aten: none by default, all, or named ops; inherited from the de
         "3:28: allow_aten 'some' is not all, none or a list of op names");
   CHECK(error_of("version: 1\nops:\n  aten::relu: {allow_aten: {a: 1}}\n") ==
         "3:28: expected allow_aten to be all, none or a list of op names");
+}
+
+TEST_CASE("ops without a tensor in or out are plumbing; one tensor makes an op compute") {
+  using bb::backends::is_plumbing_op;
+  CHECK(is_plumbing_op("aten::promote_types"));          // (ScalarType, ScalarType) -> ScalarType
+  CHECK(is_plumbing_op("aten::can_cast"));
+  CHECK_FALSE(is_plumbing_op("aten::result_type.Tensor"));  // takes tensors: not judged by its returns alone
+  CHECK_FALSE(is_plumbing_op("aten::equal"));               // (Tensor, Tensor) -> bool does the comparison
+  CHECK_FALSE(is_plumbing_op("aten::exp"));
 }
 
 TEST_CASE("what allow_aten lets a kernel call: never its own op nor an op doing its work") {
