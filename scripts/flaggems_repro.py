@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Minimal reproductions of what bbreplay found wrong in FlagGems' kernels on real-model traces (issue 47),
+each run against torch on the same values, with no part of bbshim: FlagGems' functions called directly, as
+the backend folder of scripts/flaggems_backend.py calls them. Prints one line per finding, "reproduced" or
+"not reproduced", and what differed. Needs a CUDA device and flag_gems (scripts/gpu-check flaggems runs it).
+
+    python scripts/flaggems_repro.py
+"""
+import math
+import sys
+
+import torch
+
+
+def main():
+    try:
+        import flag_gems
+        from flag_gems import ops
+    except Exception as e:  # (absent, or a version whose API differs)
+        print(f"flaggems_repro: flag_gems cannot be imported: {e}")
+        return 77
+    if not torch.cuda.is_available():
+        print("flaggems_repro: no CUDA device")
+        return 77
+    print(f"FlagGems {getattr(flag_gems, '__version__', '?')}, torch {torch.__version__}, "
+          f"{torch.cuda.get_device_name()}")
+    dev = "cuda"
+    torch.manual_seed(0)
+    found = []
+
+    def report(name, reproduced, detail):
+        found.append(reproduced)
+        print(f"{'reproduced' if reproduced else 'not reproduced'}: {name}: {detail}")
+
+    def attempt(name, body):
+        try:
+            body()
+        except Exception as e:  # an exception is the finding for some, a failure of the script for others
+            report(name, False, f"the reproduction itself raised {type(e).__name__}: {e}")
+
+    # 1. cat drops torch.Size([0]) tensors and returns the one left: the result is the input itself.
+    def cat_alias():
+        empty, b = torch.empty(0, device=dev), torch.randn(2, 12, 5, 64, device=dev)
+        r = ops.cat([empty, b], -2)
+        ref = torch.cat([empty, b], -2)
+        report("cat([Size([0]) tensor, x], -2) returns x itself (torch.cat returns new memory)",
+               r.data_ptr() == b.data_ptr() and ref.data_ptr() != b.data_ptr(),
+               f"result at {r.data_ptr():#x}, x at {b.data_ptr():#x}, torch.cat's at {ref.data_ptr():#x}")
+    attempt("cat aliasing", cat_alias)
+
+    # 2. fill_ on a strided view writes as if it were contiguous.
+    def fill_strided():
+        base = torch.randn(1536, device=dev)
+        x = base[::2]
+        ops.fill_scalar_(x, 0.0)
+        wrong = int((x != 0).sum())
+        report("fill_(x[::2], 0) leaves elements unfilled", wrong > 0, f"{wrong} of {x.numel()} elements are not 0")
+    attempt("fill_ strided", fill_strided)
+
+    # 3. index_select reads a non-contiguous index as if it were contiguous.
+    def index_select_strided():
+        w = torch.randn(1024, 768, device=dev)
+        idx = torch.randint(0, 1024, (1024,), device=dev)[::2]
+        r, ref = ops.index_select(w, 0, idx), torch.index_select(w, 0, idx)
+        rows = int((r != ref).any(dim=1).sum())
+        report("index_select(w, 0, idx[::2]) selects wrong rows", rows > 0, f"{rows} of {ref.shape[0]} rows differ")
+    attempt("index_select strided index", index_select_strided)
+
+    # 4. mm refuses an operand whose stride is not a multiple of 16 bytes (GPT-2's vocabulary, 50257).
+    def mm_unaligned():
+        a = torch.randn(4096, 50257, device=dev, dtype=torch.bfloat16).t()  # [50257, 4096], stride (1, 50257)
+        b = torch.randn(4096, 768, device=dev, dtype=torch.bfloat16)
+        torch.mm(a, b)
+        try:
+            ops.mm(a, b)
+            report("mm on a transposed [4096, 50257] bfloat16 operand raises", False, "it ran")
+        except Exception as e:
+            report("mm on a transposed [4096, 50257] bfloat16 operand raises", True, f"{type(e).__name__}: {e}")
+    attempt("mm unaligned stride", mm_unaligned)
+
+    # 5. log_softmax of a row holding a NaN: torch's row is all NaN, FlagGems' only at the NaN.
+    def log_softmax_nan():
+        x = torch.randn(4, 50257, device=dev)
+        x[0, 0] = math.nan
+        r, ref = ops.log_softmax(x, 1), torch.log_softmax(x, 1)
+        finite = int(torch.isfinite(r[0]).sum())
+        report("log_softmax of a row holding one NaN keeps the row's other elements finite",
+               finite > 0 and not bool(torch.isfinite(ref[0]).any()),
+               f"{finite} of {x.shape[1]} elements finite; torch's: {int(torch.isfinite(ref[0]).sum())}")
+    attempt("log_softmax NaN", log_softmax_nan)
+
+    # 6. log_softmax of an empty tensor.
+    def log_softmax_empty():
+        x = torch.randn(0, 50257, device=dev)
+        torch.log_softmax(x, 1)
+        try:
+            ops.log_softmax(x, 1)
+            report("log_softmax of a [0, 50257] tensor raises", False, "it ran")
+        except Exception as e:
+            report("log_softmax of a [0, 50257] tensor raises", True, f"{type(e).__name__}: {e}")
+    attempt("log_softmax empty", log_softmax_empty)
+
+    print(f"{sum(found)} of {len(found)} reproduced")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
