@@ -37,16 +37,29 @@ bool low_precision_float(const at::Tensor& t) {
   return t.defined() && t.is_floating_point() && t.scalar_type() != at::kDouble;
 }
 
-// Native on copies of the inputs whose floating-point tensors `convert` has changed; empty when native
-// cannot run so. The float64 reference, the lower-precision run and the reduction allowance are made
-// this way.
-Values native_on(const c10::OperatorHandle& op, const Values& inputs, c10::Device device,
+// Whether argument `i` of `schema` is a ScalarType (optional or not).
+bool dtype_argument(const c10::FunctionSchema& schema, size_t i) {
+  if (i >= schema.arguments().size()) return false;
+  c10::TypePtr t = schema.arguments()[i].type();
+  if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
+  return t->kind() == c10::TypeKind::ScalarTypeType;
+}
+
+// Native on copies of the inputs whose floating-point tensors `convert` has changed into `to`, and whose
+// floating-point dtype arguments name `to` (_log_softmax_backward_data's input_dtype, sum's dtype: a
+// float64 reference that still named float32 was refused, and the case judged against native alone);
+// empty when native cannot run so. The float64 reference, the lower-precision run and the reduction
+// allowance are made this way.
+Values native_on(const c10::OperatorHandle& op, const Values& inputs, c10::Device device, c10::ScalarType to,
                  const std::function<at::Tensor(const at::Tensor&)>& convert) {
   Spent spent(phase::kReference, true);
   Values args;
-  for (const auto& v : inputs) {
-    c10::IValue c = verify::deep_copy(v);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    c10::IValue c = verify::deep_copy(inputs[i]);
     if (c.isTensor() && c.toTensor().defined() && c.toTensor().is_floating_point()) c = convert(c.toTensor());
+    else if (c.isInt() && dtype_argument(op.schema(), i) &&
+             c10::isFloatingType(static_cast<c10::ScalarType>(c.toInt())))
+      c = c10::IValue(static_cast<int64_t>(to));
     args.push_back(std::move(c));
   }
   try {
@@ -59,7 +72,7 @@ Values native_on(const c10::OperatorHandle& op, const Values& inputs, c10::Devic
 // The op run natively on the inputs with every float32/float16/bfloat16 tensor in float64; empty when
 // the op cannot (then results are judged against native alone).
 Values float64_reference(const c10::OperatorHandle& op, const Values& inputs, c10::Device device) {
-  return native_on(op, inputs, device, [](const at::Tensor& t) { return t.to(at::kDouble); });
+  return native_on(op, inputs, device, at::kDouble, [](const at::Tensor& t) { return t.to(at::kDouble); });
 }
 
 // The unit roundoff (half the distance from 1 to the next value) of the precision a correct kernel
@@ -84,7 +97,8 @@ at::Tensor rounding_allowance(const c10::OperatorHandle& op, const Values& input
     if (t.is_floating_point()) largest = std::max(largest, t.numel());
   const double terms = static_cast<double>(largest) / static_cast<double>(result.numel());
   if (terms <= 1) return {};
-  if (!on_abs) on_abs = native_on(op, inputs, device, [](const at::Tensor& t) { return t.abs().to(at::kDouble); });
+  if (!on_abs)
+    on_abs = native_on(op, inputs, device, at::kDouble, [](const at::Tensor& t) { return t.abs().to(at::kDouble); });
   const Values& out = *on_abs;
   if (k >= out.size() || !out[k].isTensor() || out[k].toTensor().sizes() != result.sizes()) return {};
   return out[k].toTensor().abs() * (std::sqrt(terms) * accumulation_roundoff(result.scalar_type()));
@@ -94,7 +108,7 @@ at::Tensor rounding_allowance(const c10::OperatorHandle& op, const Values& input
 // when the op cannot.
 at::Tensor native_in(const c10::OperatorHandle& op, const Values& inputs, size_t k, c10::ScalarType lower,
                      c10::ScalarType from, c10::Device device) {
-  const Values out = native_on(op, inputs, device, [&](const at::Tensor& t) { return t.to(lower); });
+  const Values out = native_on(op, inputs, device, lower, [&](const at::Tensor& t) { return t.to(lower); });
   if (k < out.size() && out[k].isTensor() && out[k].toTensor().defined()) return out[k].toTensor().to(from);
   return {};
 }
