@@ -1,6 +1,7 @@
-// Which ATen ops a generated kernel may call without handing its work to ATen: allocation, view,
-// copy and fill ops, and ops that take and return no tensor (promote_types). Any other op called from inside a generated kernel is a native call, and so is
-// the kernel's own op and every op that does the same work (a clone kernel calling aten::copy_).
+// Which ATen ops a generated kernel may call without handing its work to ATen: allocation, view, copy
+// and fill ops, and ops that take and return no tensor (promote_types). Any other op called from inside
+// a generated kernel is a native call, and so is the kernel's own op and every op that does the same
+// work (a clone kernel calling aten::copy_).
 #pragma once
 
 #include <string>

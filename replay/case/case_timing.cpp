@@ -241,9 +241,9 @@ class Interleaved {
                 [](const Values&) {});
     // (a run held is its whole argument set in the kernel's process, and its replica here: in-place ops'
     // lists of parameters are all arguments)
-    keep_latest(generated_.runs, got,
-                [](const RemoteRun& v) { return result_bytes(v.called.results) + result_bytes(v.args); },
-                [this](const RemoteRun& v) { c_.kernel.release(v.id); });
+    keep_latest(
+        generated_.runs, got, [](const RemoteRun& v) { return result_bytes(v.called.results) + result_bytes(v.args); },
+        [this](const RemoteRun& v) { c_.kernel.release(v.id); });
     last_ = got;
     if (!o_.check) return escaped(c_, got, phase, false);
     CaseResult scratch = r_;  // (the timed runs' errors and notes are not the case's)

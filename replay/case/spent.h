@@ -22,8 +22,8 @@ inline constexpr const char* kIntegrity = "integrity";          // poisoning, in
 inline constexpr const char* kTransfer = "transfer";            // values to and from the kernel's process
 inline constexpr const char* kCupti = "CUPTI records";          // CUDA: CUPTI's records handed over and read
 inline constexpr const char* kMemory = "device memory given back";  // after a large case: caches emptied (both sides)
-inline constexpr const char* kAll[] = {kInputs,    kNative,   kKernel,   kTimed,    kEvict,  kCompare,
-                                      kReference, kIntegrity, kTransfer, kCupti,    kMemory};
+inline constexpr const char* kAll[] = {kInputs,    kNative,    kKernel,   kTimed, kEvict, kCompare,
+                                       kReference, kIntegrity, kTransfer, kCupti, kMemory};
 // Not a phase: a scope of this charges nothing (its time stays the report's "other in the worker"), but the
 // profile by place names its line, so that what no phase names can be found (e.g. a step's own code).
 inline constexpr const char* kUnnamed = "(no phase)";

@@ -210,7 +210,7 @@ TEST_CASE("allow_aten: none by default, all, or named ops; inherited from the de
 
 TEST_CASE("ops without a tensor in or out are plumbing; one tensor makes an op compute") {
   using bb::backends::is_plumbing_op;
-  CHECK(is_plumbing_op("aten::promote_types"));          // (ScalarType, ScalarType) -> ScalarType
+  CHECK(is_plumbing_op("aten::promote_types"));  // (ScalarType, ScalarType) -> ScalarType
   CHECK(is_plumbing_op("aten::can_cast"));
   CHECK_FALSE(is_plumbing_op("aten::result_type.Tensor"));  // takes tensors: not judged by its returns alone
   CHECK_FALSE(is_plumbing_op("aten::equal"));               // (Tensor, Tensor) -> bool does the comparison
