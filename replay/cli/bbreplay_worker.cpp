@@ -112,7 +112,7 @@ struct Reference {
         kernel->release_memory(bytes);
       } catch (const KernelGone&) {  // (ended: the next case starts another)
       }
-    if (bytes >= uint64_t{1} << 30) release_device_cache(s.run.device);
+    if (bytes >= kLargeCase) release_device_cache(s.run.device);
   }
 
   CaseResult run(const trace::TraceEntry& entry, const std::string& variant) {
@@ -189,7 +189,7 @@ int worker_main(const Options& o) {
       } else {
         // (a kernel's process may describe any size; the estimate is no bound where no meta kernel made
         // the results, as for embedding_dense_backward's weight-sized gradient: a case's budget is)
-        const uint64_t budget_reads = case_budget ? case_budget : uint64_t{8} << 30;
+        const uint64_t budget_reads = case_budget ? case_budget : kDefaultReadLimit;
         if (KernelProcess* k = ref.kernel_process())
           k->limit_reads(std::max(16 * bytes + (uint64_t{256} << 20), budget_reads));
         Spent unnamed(phase::kUnnamed);

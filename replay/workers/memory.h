@@ -15,6 +15,15 @@ namespace bb::replay {
 // a case is the free memory divided by this, with a margin.
 constexpr uint64_t kCaseCopies = 8;
 
+// A case at least this large (its values) gives the device memory it held back when it ends, in both
+// processes (the kernel's shared buffer, the caching allocators): below it, what is cached is kept for the
+// next case.
+constexpr uint64_t kLargeCase = uint64_t{1} << 30;
+
+// How many bytes of values one describe may read back from the kernel's process, where no case's budget
+// says more (a kernel's process may claim any size).
+constexpr uint64_t kDefaultReadLimit = uint64_t{8} << 30;
+
 // "123", "512K", "1.5G", "2T" (binary units, a trailing "B" or "iB" allowed); nullopt when not a size.
 std::optional<uint64_t> parse_bytes(const std::string& text);
 // "2.5 GiB", "512 MiB", "100 B".

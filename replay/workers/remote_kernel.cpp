@@ -919,8 +919,7 @@ std::vector<RemoteFinding> KernelProcess::end_case() {
 }
 
 void KernelProcess::release_memory(uint64_t case_bytes) {
-  constexpr uint64_t kLarge = uint64_t{1} << 30;  // (below this, what is cached is kept for the next case)
-  if (device_.is_cpu() || !alive() || (case_bytes < kLarge && buffer_.bytes < kLarge)) return;
+  if (device_.is_cpu() || !alive() || (case_bytes < kLargeCase && buffer_.bytes < kLargeCase)) return;
   const json r = ask({{"cmd", "release"}});  // (the kernel's process closes its mapping of the buffer first)
   ipc_close(&buffer_);
   if (r.contains("error")) gone("it could not give back its device memory: " + r["error"].get<std::string>());

@@ -22,6 +22,7 @@
 #include "policy/verify/cuda_checks.h"
 #include "replay/case/case_steps.h"
 #include "replay/timing/ipc_buffer.h"
+#include "replay/workers/memory.h"
 #include "replay/workers/wire.h"
 
 namespace bb::replay {
@@ -152,7 +153,7 @@ class KernelProcess {
   LoadReport load_;
   c10::Device device_ = c10::kCPU;
   int64_t next_id_ = 0;
-  uint64_t read_limit_ = uint64_t{8} << 30;
+  uint64_t read_limit_ = kDefaultReadLimit;
   std::map<int64_t, wire::json> pending_;  // per argument set: its making and filling, sent with its next request
   // An earlier run (id, run) described after a timed run (run_timed's reread_after), for reread().
   std::optional<std::pair<std::pair<int64_t, int64_t>, wire::json>> prefetched_;
