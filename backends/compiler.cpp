@@ -75,20 +75,6 @@ std::string default_nvcc() {
   return ::access("/usr/local/cuda/bin/nvcc", X_OK) == 0 ? "/usr/local/cuda/bin/nvcc" : "";
 }
 
-std::string default_cache() {
-  if (const char* v = env("BB_CACHE")) return v;
-  if (const char* v = env("XDG_CACHE_HOME")) return std::string(v) + "/bbshim";
-  if (const char* v = env("HOME")) return std::string(v) + "/.cache/bbshim";
-  return "/tmp/bbshim-cache-" + std::to_string(::getuid());
-}
-
-void make_dirs(const std::string& path, mode_t last_mode = 0755) {
-  for (size_t pos = 1; pos != std::string::npos;) {
-    pos = path.find('/', pos + 1);
-    ::mkdir(path.substr(0, pos).c_str(), pos == std::string::npos ? last_mode : 0755);
-  }
-}
-
 // Why code under `path` must not be loaded, or "": it must be a directory or file itself (not a
 // symbolic link), owned by this user, and writable by no one else — or anyone who can write there
 // could plant a library whose constructor runs in every program that loads this backend. Group or
@@ -231,6 +217,20 @@ void remove_tree(const std::string& dir) {
 
 }  // namespace
 
+std::string default_cache_dir() {
+  if (const char* v = env("BB_CACHE")) return v;
+  if (const char* v = env("XDG_CACHE_HOME")) return std::string(v) + "/bbshim";
+  if (const char* v = env("HOME")) return std::string(v) + "/.cache/bbshim";
+  return "/tmp/bbshim-cache-" + std::to_string(::getuid());
+}
+
+void make_dirs(const std::string& path, mode_t last_mode) {
+  for (size_t pos = 1; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    ::mkdir(path.substr(0, pos).c_str(), pos == std::string::npos ? last_mode : 0755);
+  }
+}
+
 Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& torch_version,
                          const std::string& kernel_include, const std::string& cuda_arch) {
   Toolchain tc;
@@ -242,7 +242,7 @@ Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& to
   tc.cxx11_abi = _GLIBCXX_USE_CXX11_ABI;
   tc.kernel_include = canonical_dir(kernel_include);                     // one spelling, one cache entry
   tc.cuda_arch = env("BB_CUDA_ARCH") ? env("BB_CUDA_ARCH") : cuda_arch;  // "" = ask the GPU when needed
-  tc.cache_dir = default_cache();
+  tc.cache_dir = default_cache_dir();
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   tc.jobs = env("BB_JOBS") ? std::max(1, std::atoi(env("BB_JOBS"))) : static_cast<int>(std::max(1L, cpus));
   if (const char* t = env("BB_PYTHON_IMPORT_TIMEOUT")) {  // seconds, 0: no limit; anything else keeps the default

@@ -2,6 +2,8 @@
 // cached by everything that affects the result (sources, flags, compiler, torch, GPU arch).
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -21,6 +23,13 @@ struct Toolchain {
   std::string python_bridge;   // libbbshim_python.so, for folders of Python kernels ("" = none in this build)
   double python_import_timeout_s = 600;  // BB_PYTHON_IMPORT_TIMEOUT: seconds a Python folder's import may take
 };
+
+// bbshim's cache: built kernels here, the kernel workers' compiler caches and home under it (bbreplay).
+// BB_CACHE, else $XDG_CACHE_HOME/bbshim, else ~/.cache/bbshim, else /tmp/bbshim-cache-<uid>.
+std::string default_cache_dir();
+
+// Every missing folder of `path` (mkdir -p), the last with `last_mode`; errors are left to whoever uses it.
+void make_dirs(const std::string& path, mode_t last_mode = 0755);
 
 // Defaults from the environment; `cuda_arch` may be empty (then BB_CUDA_ARCH, else detected).
 Toolchain make_toolchain(const std::string& torch_lib_dir, const std::string& torch_version,

@@ -23,6 +23,7 @@
 #include <thread>
 #include <utility>
 
+#include "backends/compiler.h"
 #include "bb/kernel.h"
 #include "policy/verify/compare.h"
 #include "replay/workers/isolation.h"
@@ -39,20 +40,6 @@ using wire::json;
 
 // ------------------------------------------------------------------ starting the worker
 
-std::string cache_root() {
-  if (const char* c = std::getenv("BB_CACHE"); c && *c) return c;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/bbshim";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/bbshim";
-}
-
-void make_dirs(const std::string& path) {
-  for (size_t at = 1; at != std::string::npos;) {
-    at = path.find('/', at + 1);
-    ::mkdir(path.substr(0, at).c_str(), 0755);
-  }
-}
-
 // The worker's environment and the folders it may write: compiler caches of Python kernels (Triton's,
 // torch's extensions and inductor's) in folders of their own, kept across runs, and a home of its own
 // there. Libraries write under `~` when imported (FlagGems makes ~/.flaggems for its generated code and
@@ -60,7 +47,7 @@ void make_dirs(const std::string& path) {
 // its HOME and XDG_CACHE_HOME are that home. Where the real ones were used for finding things, they are
 // named: Python's user site-packages (PYTHONUSERBASE, ~/.local) and bbshim's cache (BB_CACHE).
 std::vector<std::string> worker_env(std::vector<std::string>* writable) {
-  const std::string root = cache_root(), home = root + "/kernel-worker";
+  const std::string root = backends::default_cache_dir(), home = root + "/kernel-worker";
   const char* real_home = std::getenv("HOME");
   const char* user_base = std::getenv("PYTHONUSERBASE");
   const std::pair<const char*, std::string> caches[] = {{"TRITON_HOME", home + "/triton"},
@@ -82,17 +69,17 @@ std::vector<std::string> worker_env(std::vector<std::string>* writable) {
   for (const auto& [name, dir] : caches) {
     const char* given = std::getenv(name);
     const std::string d = given && *given ? given : dir;
-    make_dirs(d);
+    backends::make_dirs(d);
     env.push_back(std::string(name) + "=" + d);
   }
   for (const auto& [name, dir] : homes) {
-    make_dirs(dir);
+    backends::make_dirs(dir);
     env.push_back(std::string(name) + "=" + dir);
   }
   env.push_back("BB_CACHE=" + root);
   if (!(user_base && *user_base) && real_home && *real_home)
     env.push_back(std::string("PYTHONUSERBASE=") + real_home + "/.local");
-  make_dirs(home);
+  backends::make_dirs(home);
   writable->push_back(home);
   // (a profile of the replay, BB_REPLAY_PROFILE in spent.h: its folder, for this process's part)
   if (const std::string dir = Spent::profile_folder(); !dir.empty()) writable->push_back(dir);
