@@ -23,7 +23,8 @@ namespace {
 namespace py = pybind11;
 using Stack = torch::jit::Stack;
 
-// The `bbshim` module kernel files import: Decline, the kernel decorator, and the importer the bridge
+// The `bbshim` module kernel files import: Decline, the kernel decorator, import_from (a third-party
+// package's functions, or an error naming its version), and the importer the bridge
 // uses (stdout captured while a file imports, registrations collected).
 constexpr const char* kModuleSource = R"PY(
 """bbshim inside a Python program: what backend folders' Python kernels use (docs/backends.md)."""
@@ -46,6 +47,26 @@ def kernel(op):
         return fn
 
     return register
+
+
+def import_from(package, written_for, module, *names):
+    """The functions `names` of `module`, from the third-party distribution `package` (pip's name) that the
+    kernel was written for (version `written_for`): one value for one name, else a tuple. Where the package is
+    missing, or this version has no such module or name, raises ImportError naming the version found and the
+    one written for: the folder is then unusable and its op runs natively, saying why."""
+    import importlib, importlib.metadata
+    try:
+        m = importlib.import_module(module)
+        found = tuple(getattr(m, n) for n in names)
+    except (ImportError, AttributeError) as e:
+        try:
+            version = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            raise ImportError(f"{package} is not installed (pip install {package}=={written_for})") from None
+        wanted = " or ".join(f"{module}.{n}" for n in names)
+        raise ImportError(f"{package} {version} has no {wanted} (this folder is written for {written_for}): {e}") \
+            from None
+    return found[0] if len(found) == 1 else found
 
 
 class ImportTimeout(BaseException):  # (not Exception: a file's `except Exception` must not swallow it)

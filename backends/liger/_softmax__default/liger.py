@@ -4,20 +4,10 @@ LigerSoftmax: one program per row, the row in one block.
 Declines (native runs): tensors not on CUDA; a dim other than the last; half_to_float (a float32 result of a
 half input); dtypes other than float32, float16 and bfloat16; rows longer than Liger's largest block (65536;
 its block settings refuse them); no elements."""
-import importlib.metadata
-
 import bbshim
 import torch
 
-try:
-    from liger_kernel.ops.softmax import _softmax_forward
-except ImportError as e:
-    try:
-        version = importlib.metadata.version("liger-kernel")
-    except importlib.metadata.PackageNotFoundError:
-        raise ImportError("liger-kernel is not installed (pip install liger-kernel==0.8.5)") from None
-    raise ImportError(f"liger-kernel {version} has no liger_kernel.ops.softmax._softmax_forward "
-                      f"(this folder is written for 0.8.5): {e}") from None
+_softmax_forward = bbshim.import_from("liger-kernel", "0.8.5", "liger_kernel.ops.softmax", "_softmax_forward")
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 

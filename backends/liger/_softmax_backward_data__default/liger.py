@@ -4,21 +4,11 @@ with Liger's own rule (liger_kernel.ops.utils.calculate_settings, as _softmax_fo
 
 Declines as the forward does (_softmax__default/liger.py), and when the input's dtype differs from the
 gradient's (native's float32 gradient of a half softmax)."""
-import importlib.metadata
-
 import bbshim
 import torch
 
-try:
-    from liger_kernel.ops.softmax import _softmax_backward
-    from liger_kernel.ops.utils import calculate_settings
-except ImportError as e:
-    try:
-        version = importlib.metadata.version("liger-kernel")
-    except importlib.metadata.PackageNotFoundError:
-        raise ImportError("liger-kernel is not installed (pip install liger-kernel==0.8.5)") from None
-    raise ImportError(f"liger-kernel {version} has no liger_kernel.ops.softmax._softmax_backward or "
-                      f"liger_kernel.ops.utils.calculate_settings (this folder is written for 0.8.5): {e}") from None
+_softmax_backward = bbshim.import_from("liger-kernel", "0.8.5", "liger_kernel.ops.softmax", "_softmax_backward")
+calculate_settings = bbshim.import_from("liger-kernel", "0.8.5", "liger_kernel.ops.utils", "calculate_settings")
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 

@@ -4,20 +4,10 @@ behind its LigerLayerNorm module: one program per row, float32 mean and rstd as 
 Declines (native runs): tensors not on CUDA; a normalized shape of more than the last dimension; no weight or
 no bias (Liger's kernel reads both); dtypes other than float32, float16 and bfloat16, or weight and bias of
 another dtype than the input; rows longer than Liger's largest block (65536); no elements."""
-import importlib.metadata
-
 import bbshim
 import torch
 
-try:
-    from liger_kernel.ops.layer_norm import layer_norm_forward
-except ImportError as e:  # (the op runs natively; the summary and bbreplay say why)
-    try:
-        version = importlib.metadata.version("liger-kernel")
-    except importlib.metadata.PackageNotFoundError:
-        raise ImportError("liger-kernel is not installed (pip install liger-kernel==0.8.5)") from None
-    raise ImportError(f"liger-kernel {version} has no liger_kernel.ops.layer_norm.layer_norm_forward "
-                      f"(this folder is written for 0.8.5): {e}") from None
+layer_norm_forward = bbshim.import_from("liger-kernel", "0.8.5", "liger_kernel.ops.layer_norm", "layer_norm_forward")
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 

@@ -4,20 +4,10 @@ an ATen compute op that bbshim's native-call watch reports as such).
 
 Declines as the forward does (native_layer_norm__default/liger.py), and when the input's gradient is not asked for
 (Liger computes it always)."""
-import importlib.metadata
-
 import bbshim
 import torch
 
-try:
-    from liger_kernel.ops.layer_norm import layer_norm_backward
-except ImportError as e:
-    try:
-        version = importlib.metadata.version("liger-kernel")
-    except importlib.metadata.PackageNotFoundError:
-        raise ImportError("liger-kernel is not installed (pip install liger-kernel==0.8.5)") from None
-    raise ImportError(f"liger-kernel {version} has no liger_kernel.ops.layer_norm.layer_norm_backward "
-                      f"(this folder is written for 0.8.5): {e}") from None
+layer_norm_backward = bbshim.import_from("liger-kernel", "0.8.5", "liger_kernel.ops.layer_norm", "layer_norm_backward")
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
