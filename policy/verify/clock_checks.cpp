@@ -14,28 +14,34 @@ double quantile(std::vector<double> v, double q) {
 }  // namespace
 
 std::string clock_disagreement(const std::vector<OutsideRun>& runs, const std::vector<OutsideRun>& dry) {
-  const size_t n = std::min(runs.size(), dry.size());
-  if (n < 3) return "";
-  std::vector<double> reported, thread, wall;
-  for (size_t i = 0; i < n; ++i) {
-    const OutsideRun &r = runs[i], &d = dry[i];
+  if (runs.size() < 3 || dry.size() < 3) return "";
+  std::vector<double> reported, thread, wall, dry_thread, dry_wall;
+  for (const OutsideRun& r : runs) {
     reported.push_back(r.reported_us);
-    wall.push_back((r.wall_us - r.reported_us) - (d.wall_us - d.reported_us));
-    if (r.thread_cpu_us >= 0 && d.thread_cpu_us >= 0)
-      thread.push_back((r.thread_cpu_us - r.reported_us) - (d.thread_cpu_us - d.reported_us));
+    wall.push_back(r.wall_us - r.reported_us);
+    if (r.thread_us >= 0) thread.push_back(r.thread_us - r.reported_us);
   }
+  for (const OutsideRun& d : dry) {
+    dry_wall.push_back(d.wall_us - d.reported_us);
+    if (d.thread_us >= 0) dry_thread.push_back(d.thread_us - d.reported_us);
+  }
+  // (the excess beyond a run of nothing, each side by its lower quartile)
+  auto beyond = [](const std::vector<double>& excess, const std::vector<double>& of_dry) {
+    return quantile(excess, 0.25) - quantile(of_dry, 0.25);
+  };
   const double t = quantile(reported, 0.5);
   std::ostringstream why;
-  if (thread.size() >= 3 && quantile(thread, 0.25) > kThreadSlackUs + 0.1 * t) {
-    why << "the thread that made the call was on a CPU for at least " << quantile(thread, 0.25)
+  if (thread.size() >= 3 && dry_thread.size() >= 3 && beyond(thread, dry_thread) > kThreadSlackUs + 0.1 * t) {
+    why << "the thread that made the call was on a CPU or waiting for one for at least " << beyond(thread, dry_thread)
         << " us a run more than the " << t
-        << " us its process timed, beyond a run of nothing (lower quartile of " << thread.size()
-        << " runs, by the OS's account, read outside the kernel's process)";
+        << " us its process timed, beyond a run of nothing (lower quartiles of " << thread.size() << " runs and "
+        << dry_thread.size() << " runs of nothing, by the OS's account, read outside the kernel's process)";
     return why.str();
   }
-  if (quantile(wall, 0.25) > kWallSlackUs + 0.1 * t) {
-    why << "a clock outside the kernel's process saw at least " << quantile(wall, 0.25) << " us a run more than the "
-        << t << " us its process timed, beyond a run of nothing (lower quartile of " << wall.size() << " runs)";
+  if (beyond(wall, dry_wall) > kWallSlackUs + 0.1 * t) {
+    why << "a clock outside the kernel's process saw at least " << beyond(wall, dry_wall) << " us a run more than the "
+        << t << " us its process timed, beyond a run of nothing (lower quartiles of " << wall.size() << " runs and "
+        << dry_wall.size() << " runs of nothing)";
     return why.str();
   }
   return "";

@@ -13,12 +13,13 @@ namespace bb::verify {
 
 // One timed run: the time the kernel's process reported; the reference's clock from the request to the
 // first reply, less the time the kernel's calling thread and the reference's waited for a CPU meanwhile
-// (a busy machine); the CPU time of the kernel's calling thread over that window (negative: unknown).
+// (a busy machine); the time the kernel's calling thread was on a CPU or waiting for one (runnable) over
+// that window, by the OS's account (negative: unknown).
 struct OutsideRun {
-  double reported_us = 0, wall_us = 0, thread_cpu_us = -1;
+  double reported_us = 0, wall_us = 0, thread_us = -1;
 };
 
-// Allowances: what the paired excess may reach before it is a disagreement, beyond these and 10 % of the
+// Allowances: what the excess may reach before it is a disagreement, beyond these and 10 % of the
 // reported median. Waking a thread and answering a request cost 35-60 µs of thread CPU on the 2-core
 // development VM, ±10-20 µs from one run to the next (what the kernel worker's own clock saw of the same
 // path: 8-10 µs); on a bare host a few µs. In-place updates of 10-20 MB inside a whole trace (resnet50's
@@ -26,10 +27,14 @@ struct OutsideRun {
 // on every run and on reruns within the same replay (a cause not found): 5 % accused them.
 inline constexpr double kThreadSlackUs = 50, kWallSlackUs = 100;
 
-// "" when the reported times agree with both outside clocks, else why not. `dry[i]` is the run of nothing
-// made right after `runs[i]`; each pair's excess (what the outside clock saw beyond the reported time, less
-// what it saw beyond the dry run's) is judged on its lower quartile: noise inflates some runs, a clock wound
-// back every run inflates all. Three pairs at least.
+// "" when the reported times agree with both outside clocks, else why not. A run's excess is what the
+// outside clock saw beyond the time reported; the dry runs (of nothing, made the same way between the
+// runs) show the excess of the path around a call. The lower quartile of the runs' excesses, less the
+// lower quartile of the dry runs', is judged: a busy machine only adds to either (a wait for a CPU, an
+// interrupt), so each lower quartile stays near its floor while a clock wound back on every run lifts
+// every run's. (Each run less the dry run beside it, then the lower quartile, let noise on the dry runs
+// alone hide a theft: on the 2-core VM under load, a clock wound back 120 us a run cleared one set of
+// twelve runs in two, 2026-12-07.) Three of each at least.
 std::string clock_disagreement(const std::vector<OutsideRun>& runs, const std::vector<OutsideRun>& dry);
 
 }  // namespace bb::verify

@@ -175,8 +175,9 @@ class Interleaved {
 
   // The outside clocks' disagreement is confirmed before it is called one, twice: each time as many
   // timed pairs again (twelve at least: the lower quartile of five was two runs, and two noisy runs of
-  // nothing cleared a kernel taking twice the allowance under a parallel ctest), a little later, judged
-  // alone. A busy virtual machine interrupts runs in a row now and then (native against native on the
+  // nothing cleared a kernel taking twice the allowance under a parallel ctest; so did noisy runs of
+  // nothing among twelve, until each side was judged on its own lower quartile: clock_checks.h), a
+  // little later, judged alone. A busy virtual machine interrupts runs in a row now and then (native against native on the
   // 2-core VM with --repetitions 3: 11 cases of 14 traces flagged, most of their runs 100-300 us longer
   // seen from outside, none again when rerun, 2026-12-04); a kernel that takes time off its clock takes
   // it on every run. Where a later set is clean, the times reported are that set's alone: the runs the

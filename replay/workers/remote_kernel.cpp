@@ -821,7 +821,15 @@ KernelProcess::HostRun KernelProcess::host_run(int64_t id, bool dry) {
   double wall = static_cast<double>(w1 - w0) / 1000.0;
   if (known && self0.waited_us >= 0 && self1.waited_us >= 0)
     wall -= (kernel1.waited_us - kernel0.waited_us) + (self1.waited_us - self0.waited_us);
-  h.outside = {us, wall, known ? kernel1.cpu_us - kernel0.cpu_us : -1.0};
+  // The calling thread's time on a CPU and waiting for one: a process's clock keeps running while its
+  // thread waits for a CPU, so CPU time alone falls short of an honest time on a busy machine by the waits
+  // inside the timed call, and hid a clock wound back by 120 us a run of 200 under a parallel ctest on the
+  // 2-core VM (2026-12-07). Both sides count those waits now; a thread that sleeps counts neither.
+  double thread = -1;
+  if (known)
+    thread = kernel1.cpu_us - kernel0.cpu_us +
+             (kernel0.waited_us >= 0 && kernel1.waited_us >= 0 ? kernel1.waited_us - kernel0.waited_us : 0.0);
+  h.outside = {us, wall, thread};
   return h;
 }
 

