@@ -94,11 +94,14 @@ bool tensor_free(const c10::FunctionSchema& s) {
   return true;
 }
 
+// A view, an in-place change of a tensor's metadata alone (ATen's inplace_view tag: detach_, squeeze_,
+// t_, as_strided_, ...: Liger's layer norm calls detach_, 2026-12-07), or a function of scalars.
 bool classify(const std::string& op) {
   auto [name, overload] = trace::split_op(op);
   if (name.rfind("aten::", 0) != 0 || allowed_names().count(name)) return true;
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return !handle || is_view(handle->schema()) || tensor_free(handle->schema());
+  return !handle || is_view(handle->schema()) || handle->hasTag(at::Tag::inplace_view) ||
+         tensor_free(handle->schema());
 }
 
 }  // namespace

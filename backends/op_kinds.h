@@ -1,5 +1,6 @@
 // Which ATen ops a generated kernel may call without handing its work to ATen: allocation, view, copy
-// and fill ops, and ops that take and return no tensor (promote_types). Any other op called from inside
+// and fill ops, in-place changes of metadata alone (detach_, squeeze_: ATen's inplace_view tag), and ops
+// that take and return no tensor (promote_types). Any other op called from inside
 // a generated kernel is a native call, and so is the kernel's own op and every op that does the same
 // work (a clone kernel calling aten::copy_).
 #pragma once

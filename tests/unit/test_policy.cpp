@@ -217,6 +217,18 @@ TEST_CASE("ops without a tensor in or out are plumbing; one tensor makes an op c
   CHECK_FALSE(is_plumbing_op("aten::exp"));
 }
 
+TEST_CASE("in-place changes of a tensor's metadata alone are plumbing; in-place arithmetic is not") {
+  using bb::backends::is_plumbing_op;
+  using bb::backends::is_plumbing_for;
+  CHECK(is_plumbing_op("aten::detach_"));  // (ATen's inplace_view tag)
+  CHECK(is_plumbing_op("aten::squeeze_.dim"));
+  CHECK(is_plumbing_op("aten::as_strided_"));
+  CHECK_FALSE(is_plumbing_op("aten::relu_"));
+  CHECK_FALSE(is_plumbing_op("aten::add_.Tensor"));
+  CHECK(is_plumbing_for("aten::native_layer_norm", "aten::detach_"));
+  CHECK_FALSE(is_plumbing_for("aten::detach_", "aten::detach_"));  // (never a kernel's own op)
+}
+
 TEST_CASE("what allow_aten lets a kernel call: never its own op nor an op doing its work") {
   using bb::backends::AtenAllowance;
   using bb::backends::is_allowed_for;
