@@ -48,13 +48,20 @@ def main():
                f"result at {r.data_ptr():#x}, x at {b.data_ptr():#x}, torch.cat's at {ref.data_ptr():#x}")
     attempt("cat aliasing", cat_alias)
 
-    # 2. fill_ on a strided view writes as if it were contiguous.
+    # 2. fill_ on a strided view writes as if it were contiguous. Layouts: a 1-D slice, and bbreplay's
+    # noncontiguous variant (every other element of a buffer twice as wide in the last dimension) in 2-D
+    # and 3-D (the 1-D slice alone did not reproduce on an H100, 2026-12-07).
     def fill_strided():
-        base = torch.randn(1536, device=dev)
-        x = base[::2]
-        ops.fill_scalar_(x, 0.0)
-        wrong = int((x != 0).sum())
-        report("fill_(x[::2], 0) leaves elements unfilled", wrong > 0, f"{wrong} of {x.numel()} elements are not 0")
+        layouts = {"x[::2] of 1536": torch.randn(1536, device=dev)[::2],
+                   "[768, 768] of a [768, 1536] buffer": torch.randn(768, 1536, device=dev)[:, ::2],
+                   "[8, 512, 768] of an [8, 512, 1536] buffer": torch.randn(8, 512, 1536, device=dev)[..., ::2]}
+        details, wrong_any = [], False
+        for name, x in layouts.items():
+            ops.fill_scalar_(x, 0.0)
+            wrong = int((x != 0).sum())
+            wrong_any |= wrong > 0
+            details.append(f"{name}: {wrong} of {x.numel()} not 0")
+        report("fill_ on a strided tensor leaves elements unfilled", wrong_any, "; ".join(details))
     attempt("fill_ strided", fill_strided)
 
     # 3. index_select reads a non-contiguous index as if it were contiguous.
@@ -66,16 +73,25 @@ def main():
         report("index_select(w, 0, idx[::2]) selects wrong rows", rows > 0, f"{rows} of {ref.shape[0]} rows differ")
     attempt("index_select strided index", index_select_strided)
 
-    # 4. mm refuses an operand whose stride is not a multiple of 16 bytes (GPT-2's vocabulary, 50257).
+    # 4. mm refuses an operand whose stride is not a multiple of 16 bytes (GPT-2's vocabulary, 50257). The
+    # LM head's three products in bfloat16 (4096 tokens, hidden 768): the weight's gradient (a transposed
+    # [4096, 50257] operand), the input's gradient (a [4096, 50257] operand whose rows are 100,514 bytes
+    # apart), the forward (a transposed weight); the first alone ran on an H100, 2026-12-07.
     def mm_unaligned():
-        a = torch.randn(4096, 50257, device=dev, dtype=torch.bfloat16).t()  # [50257, 4096], stride (1, 50257)
-        b = torch.randn(4096, 768, device=dev, dtype=torch.bfloat16)
-        torch.mm(a, b)
-        try:
-            ops.mm(a, b)
-            report("mm on a transposed [4096, 50257] bfloat16 operand raises", False, "it ran")
-        except Exception as e:
-            report("mm on a transposed [4096, 50257] bfloat16 operand raises", True, f"{type(e).__name__}: {e}")
+        bf = dict(device=dev, dtype=torch.bfloat16)
+        products = {"[4096, 50257].t() @ [4096, 768]": (torch.randn(4096, 50257, **bf).t(), torch.randn(4096, 768, **bf)),
+                    "[4096, 50257] @ [50257, 768]": (torch.randn(4096, 50257, **bf), torch.randn(50257, 768, **bf)),
+                    "[4096, 768] @ [50257, 768].t()": (torch.randn(4096, 768, **bf), torch.randn(50257, 768, **bf).t())}
+        details, raised = [], False
+        for name, (a, b) in products.items():
+            torch.mm(a, b)
+            try:
+                ops.mm(a, b)
+                details.append(f"{name}: ran")
+            except Exception as e:
+                raised = True
+                details.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
+        report("mm on GPT-2's LM-head operands (rows not 16-byte aligned) raises", raised, "; ".join(details))
     attempt("mm unaligned stride", mm_unaligned)
 
     # 5. log_softmax of a row holding a NaN: torch's row is all NaN, FlagGems' only at the NaN.
