@@ -100,8 +100,7 @@ bool classify(const std::string& op) {
   auto [name, overload] = trace::split_op(op);
   if (name.rfind("aten::", 0) != 0 || allowed_names().count(name)) return true;
   auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
-  return !handle || is_view(handle->schema()) || handle->hasTag(at::Tag::inplace_view) ||
-         tensor_free(handle->schema());
+  return !handle || is_view(handle->schema()) || handle->hasTag(at::Tag::inplace_view) || tensor_free(handle->schema());
 }
 
 }  // namespace

@@ -193,8 +193,8 @@ class Interleaved {
   // timed pairs again (twelve at least: the lower quartile of five was two runs, and two noisy runs of
   // nothing cleared a kernel taking twice the allowance under a parallel ctest; so did noisy runs of
   // nothing among twelve, until each side was judged on its own lower quartile: clock_checks.h), a
-  // little later, judged alone. A busy virtual machine interrupts runs in a row now and then (native against native on the
-  // 2-core VM with --repetitions 3: 11 cases of 14 traces flagged, most of their runs 100-300 us longer
+  // little later, judged alone. A busy virtual machine interrupts runs in a row now and then (native
+  // against native on the 2-core VM with --repetitions 3: 11 cases of 14 traces flagged, most of their runs 100-300 us longer
   // seen from outside, none again when rerun, 2026-12-04); a kernel that takes time off its clock takes
   // it on every run. Where a later set is clean, the times reported are that set's alone: the runs the
   // outside clocks vouch for.
@@ -262,8 +262,9 @@ class Interleaved {
     // copy of every parameter of the 1B trace's _foreach_ cases, which ran out of memory on an H100.)
     RemoteRun held = got;
     held.args.clear();
-    keep_latest(generated_.runs, held, [](const RemoteRun& v) { return storage_bytes(v); },
-                [this](const RemoteRun& v) { c_.kernel.release(v.id); });
+    keep_latest(
+        generated_.runs, held, [](const RemoteRun& v) { return storage_bytes(v); },
+        [this](const RemoteRun& v) { c_.kernel.release(v.id); });
     last_ = std::move(held);
     if (!o_.check) return escaped(c_, got, phase, false);
     CaseResult scratch = r_;  // (the timed runs' errors and notes are not the case's)

@@ -62,7 +62,7 @@ TEST_CASE("the lower quartile decides: noise on a few runs is not a theft, and t
 
 TEST_CASE("runs of nothing that a busy machine slowed do not hide a theft") {
   // 120 us taken off every run of 200; 4 of 12 runs of nothing waited 150-400 us for a CPU. Each run less
-  // the run of nothing beside it would put a quarter of the differences below the allowance.
+  // the run of nothing beside it would put a third of the differences below the allowance.
   std::vector<OutsideRun> r(12, OutsideRun{80, 280, 230}), d = dry(12);
   for (size_t i : {1u, 4u, 7u, 10u}) d[i].thread_us += 150 + 80.0 * (i % 4), d[i].wall_us += 150 + 80.0 * (i % 4);
   CHECK(clock_disagreement(r, d).find("on a CPU or waiting for one") != std::string::npos);

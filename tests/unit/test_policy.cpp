@@ -218,8 +218,8 @@ TEST_CASE("ops without a tensor in or out are plumbing; one tensor makes an op c
 }
 
 TEST_CASE("in-place changes of a tensor's metadata alone are plumbing; in-place arithmetic is not") {
-  using bb::backends::is_plumbing_op;
   using bb::backends::is_plumbing_for;
+  using bb::backends::is_plumbing_op;
   CHECK(is_plumbing_op("aten::detach_"));  // (ATen's inplace_view tag)
   CHECK(is_plumbing_op("aten::squeeze_.dim"));
   CHECK(is_plumbing_op("aten::as_strided_"));

@@ -4,8 +4,9 @@
 // with dry runs of nothing made between them: the calling thread's time on a CPU or waiting for one (by
 // the OS's account) and its own wall clock may exceed the reported time by the dry runs' excess plus
 // 50 us + 10% (thread) and 100 us + 10% (wall), each side judged on its lower quartile
-// (policy/verify/clock_checks.h): 40 us a call fits under both. Honest scalar relu otherwise; on small tensors its reported time is a fraction
-// of a microsecond, and on relu(16384) about 40 us less than its loop takes.
+// (policy/verify/clock_checks.h): 40 us a call fits under both. Honest scalar relu otherwise; on small
+// tensors its reported time is a fraction of a microsecond, and on relu(16384) about 40 us less than its
+// loop takes.
 #include <ATen/ATen.h>
 #include <bb/kernel.h>
 #include <pthread.h>
