@@ -31,16 +31,18 @@ std::string clock_disagreement(const std::vector<OutsideRun>& runs, const std::v
   };
   const double t = quantile(reported, 0.5);
   std::ostringstream why;
-  if (thread.size() >= 3 && dry_thread.size() >= 3 && beyond(thread, dry_thread) > kThreadSlackUs + 0.1 * t) {
-    why << "the thread that made the call was on a CPU or waiting for one for at least " << beyond(thread, dry_thread)
-        << " us a run more than the " << t << " us its process timed, beyond a run of nothing (lower quartiles of "
-        << thread.size() << " runs and " << dry_thread.size()
-        << " runs of nothing, by the OS's account, read outside the kernel's process)";
-    return why.str();
+  if (thread.size() >= 3 && dry_thread.size() >= 3) {
+    if (const double seen = beyond(thread, dry_thread); seen > kThreadSlackUs + 0.1 * t) {
+      why << "the thread that made the call was on a CPU or waiting for one for at least " << seen
+          << " us a run more than the " << t << " us its process timed, beyond a run of nothing (lower quartiles of "
+          << thread.size() << " runs and " << dry_thread.size()
+          << " runs of nothing, by the OS's account, read outside the kernel's process)";
+      return why.str();
+    }
   }
-  if (beyond(wall, dry_wall) > kWallSlackUs + 0.1 * t) {
-    why << "a clock outside the kernel's process saw at least " << beyond(wall, dry_wall) << " us a run more than the "
-        << t << " us its process timed, beyond a run of nothing (lower quartiles of " << wall.size() << " runs and "
+  if (const double seen = beyond(wall, dry_wall); seen > kWallSlackUs + 0.1 * t) {
+    why << "a clock outside the kernel's process saw at least " << seen << " us a run more than the " << t
+        << " us its process timed, beyond a run of nothing (lower quartiles of " << wall.size() << " runs and "
         << dry_wall.size() << " runs of nothing)";
     return why.str();
   }

@@ -86,22 +86,6 @@ std::string unstable(const Timing& native, const Timing& generated) {
   return "";
 }
 
-// The bytes of a kernel's run's storages in its process, its arguments' and its results': the union of
-// their ranges (an in-place op's result, or list members that are views of one storage, count once).
-double storage_bytes(const RemoteRun& r) {
-  std::vector<Range> all = r.arg_ranges;
-  for (const auto& result : r.result_ranges) all.insert(all.end(), result.begin(), result.end());
-  std::sort(all.begin(), all.end());
-  double bytes = 0;
-  uint64_t end = 0;
-  for (const Range& a : all) {
-    const uint64_t from = std::max(a.first, end);
-    if (a.second > from) bytes += static_cast<double>(a.second - from);
-    end = std::max(end, a.second);
-  }
-  return bytes;
-}
-
 // One side's runs: native (here) or the kernel under test (in its process).
 struct Side {
   bool kernel = false;
@@ -263,7 +247,7 @@ class Interleaved {
     RemoteRun held = got;
     held.args.clear();
     keep_latest(
-        generated_.runs, held, [](const RemoteRun& v) { return storage_bytes(v); },
+        generated_.runs, held, [](const RemoteRun& v) { return static_cast<double>(v.storage_bytes); },
         [this](const RemoteRun& v) { c_.kernel.release(v.id); });
     last_ = std::move(held);
     if (!o_.check) return escaped(c_, got, phase, false);

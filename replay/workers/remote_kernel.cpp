@@ -644,6 +644,7 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
   uint64_t total = 0;
   for (const auto& g : groups) total += g.hi - g.lo;
   if (total > read_limit_) gone("it described " + std::to_string(total) + " bytes of values, more than the case can hold");
+  r.storage_bytes = total;
   for (Group& g : groups) {
     // (host groups zeroed: a read that fails part way leaves no stale bytes; device groups are copied whole)
     const auto bytes = at::TensorOptions().dtype(at::kByte);

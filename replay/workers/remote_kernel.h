@@ -67,6 +67,8 @@ struct RemoteRun {
   Values args;          // its arguments after the call (replicas)
   std::vector<std::vector<Range>> result_ranges;  // per result: its tensors' storages in the kernel's memory
   std::vector<Range> arg_ranges;                  // the arguments' storages there
+  // The bytes of those storages, each overlap once: what the run holds in the kernel's process.
+  uint64_t storage_bytes = 0;
   std::string escaped;  // CPU: why its results changed after it returned, or are not plain memory; "" when fine
   std::string shared;   // CPU: why its results are in shared memory (mapped elsewhere too); "" when not
   // Timed runs: the time it took (host clock or CUPTI), CUDA's cross-check and findings, and the outside
