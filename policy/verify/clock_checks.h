@@ -29,12 +29,14 @@ inline constexpr double kThreadSlackUs = 50, kWallSlackUs = 100;
 
 // "" when the reported times agree with both outside clocks, else why not. A run's excess is what the
 // outside clock saw beyond the time reported; the dry runs (of nothing, made the same way between the
-// runs) show the excess of the path around a call. The lower quartile of the runs' excesses, less the
-// lower quartile of the dry runs', is judged: a busy machine only adds to either (a wait for a CPU, an
-// interrupt), so each lower quartile stays near its floor while a clock wound back on every run lifts
+// runs) show the excess of the path around a call. On the thread, the lower quartile of the runs'
+// excesses, less the lower quartile of the dry runs', is judged: a busy machine only adds to either (a
+// wait for a CPU, an interrupt), so each stays near its floor while a clock wound back on every run lifts
 // every run's. (Each run less the dry run beside it, then the lower quartile, let noise on the dry runs
 // alone hide a theft: on the 2-core VM under load, a clock wound back 120 us a run cleared one set of
-// twelve runs in two, 2026-12-07.) Three of each at least.
+// twelve runs in two, 2026-12-07.) On the wall, whose excess also moves down (the waits taken off it),
+// each run less the dry run beside it, on the lower quartile: judged each side alone, it accused native's
+// two-threaded relu of 1.5 ms a run under two CPU hogs. Three of each at least.
 std::string clock_disagreement(const std::vector<OutsideRun>& runs, const std::vector<OutsideRun>& dry);
 
 }  // namespace bb::verify
