@@ -147,7 +147,9 @@ Finding check_again(const CaseContext& c, const RemoteRun& first, CaseResult& r)
 
 // Times both sides and judges the times (sets r.native, r.generated, r.unstable, or says why not timed in
 // r.message).
-// `first`: the kernel's first call on the case's inputs.
-Finding time_case(const CaseContext& c, const RemoteRun& first, CaseResult& r);
+// `first`: the kernel's first call on the case's inputs, given up: its run stays held in the kernel's
+// process like a timed run's, and its replicas here are let go before the timed runs make theirs (held,
+// they were every parameter of the 1B trace's _foreach_ cases twice over, and an H100 ran out of memory).
+Finding time_case(const CaseContext& c, RemoteRun first, CaseResult& r);
 
 }  // namespace bb::replay

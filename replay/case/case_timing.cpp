@@ -100,18 +100,20 @@ struct Side {
   void clear() { us.clear(), events_us.clear(), outside.clear(), dry.clear(); }
 };
 
-// How many of a side's latest results stay alive, up to how many bytes (the latest always): a result in
-// the memory of one of them is a buffer the kernel reuses across calls (a ring of persistent buffers as
-// deep as this is caught). Both sides hold theirs, so that the allocator treats them alike.
+// How many of a side's latest results stay alive, up to how many bytes: a result in the memory of one of
+// them is a buffer the kernel reuses across calls (a ring of persistent buffers as deep as this is
+// caught). The kernel's latest is held whatever its size (the checks of the next run need it); native's
+// are held only for the allocator to treat both sides alike, and not past those bytes: a copy of every
+// parameter of the 1B trace held for that ran its _foreach_ cases out of memory on an H100 (2026-12-07).
 constexpr size_t kHeldResults = 8;
 constexpr double kHeldBytes = 256.0 * (1 << 20);
 
 template <class T, class Bytes, class Drop>
-void keep_latest(std::deque<T>& held, T latest, Bytes bytes_of, Drop drop) {
+void keep_latest(std::deque<T>& held, T latest, Bytes bytes_of, Drop drop, size_t at_least = 1) {
   held.push_back(std::move(latest));
   double bytes = 0;
   for (const T& v : held) bytes += bytes_of(v);
-  while (held.size() > kHeldResults || (held.size() > 1 && bytes > kHeldBytes)) {
+  while (held.size() > kHeldResults || (held.size() > at_least && bytes > kHeldBytes)) {
     bytes -= bytes_of(held.front());
     drop(held.front());
     held.pop_front();
@@ -238,8 +240,9 @@ class Interleaved {
                                         ": the kernel returned the memory of one of its earlier results, which the "
                                         "caller still holds (a buffer reused across calls)");
     if (Finding f = previous_changed(phase); f.found()) return f;
-    keep_latest(native_.held, expected.called.results, [](const Values& v) { return result_bytes(v); },
-                [](const Values&) {});
+    keep_latest(
+        native_.held, expected.called.results, [](const Values& v) { return result_bytes(v); },
+        [](const Values&) {}, 0);
     // (a run held is its whole argument set in the kernel's process, counted by its storages there:
     // in-place ops' lists of parameters are all arguments. Its arguments' replica here is let go: what
     // is asked of a held run later is where its storages are and its results' bytes. Held, it was a
@@ -291,10 +294,7 @@ class Interleaved {
   // address for every result).
   Finding previous_changed(const std::string& phase) {
     if (!last_) return {};
-    const RemoteRun& previous = *last_;
-    const RemoteRun again = c_.kernel.reread(previous);
-    Spent spent(phase::kIntegrity);
-    if (same_bytes(previous.called.results, again.called.results)) return {};
+    if (c_.kernel.results_unchanged(*last_)) return {};
     return caught(Flag::Aliasing, phase +
                                       ": the kernel's previous result, which the caller still holds, changed "
                                       "during this run (its memory is shared with a later result, under "
@@ -407,13 +407,12 @@ class Interleaved {
   uint64_t seed_ = 0x9E3779B97F4A7C15ull;
 };
 
-// Four times faster than writing its results at the copy bandwidth this device reached: not to be
+// `bytes` of results four times faster than writing them at the copy bandwidth this device reached: not to be
 // trusted. (Not closer: results smaller than L2 can be written into it faster than to memory.)
-Finding impossible_speed(const CaseContext& c, const Values& generated, const Timing& g) {
+Finding impossible_speed(const CaseContext& c, double bytes, const Timing& g) {
   std::string no_timer;
   CuptiCallTimer* timer = c.options.device.is_cuda() && !c.self_check ? call_timer(c.options.device, &no_timer) : nullptr;
   if (!timer) return {};
-  const double bytes = result_bytes(generated);
   const double floor_us = verify::speed_of_light_us(bytes, timer->copy_bandwidth());
   if (bytes < (1 << 20) || g.median >= 0.25 * floor_us) return {};
   std::ostringstream m;
@@ -437,9 +436,10 @@ std::string repetitions_text(const RunOptions& o) {
 
 }  // namespace
 
-Finding time_case(const CaseContext& c, const RemoteRun& first, CaseResult& r) {
+Finding time_case(const CaseContext& c, RemoteRun first, CaseResult& r) {
   Spent unnamed(phase::kUnnamed);
-  const Values& generated = first.called.results;
+  const double results_bytes = result_bytes(first.called.results);
+  first.args.clear(), first.called.results.clear();  // (what is asked of a held run: its ranges, its bytes)
   const RunOptions& o = c.options;
   std::string why_not;
   CuptiCallTimer* timer = o.device.is_cuda() ? call_timer(o.device, &why_not) : nullptr;
@@ -457,7 +457,7 @@ Finding time_case(const CaseContext& c, const RemoteRun& first, CaseResult& r) {
     r.native = runs.native();
     r.generated = runs.generated();
     r.unstable = unstable(*r.native, *r.generated);
-    return impossible_speed(c, generated, *r.generated);
+    return impossible_speed(c, results_bytes, *r.generated);
   } catch (const std::exception& e) {
     return failure(std::string("failed while being timed: ") + e.what());
   }

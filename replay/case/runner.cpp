@@ -157,7 +157,7 @@ CaseResult judge_random_case(const trace::TraceEntry& entry, const BoundCall& bo
       const Finding f = native_call_seen(first.called.native_call, "its first call");
       return summarize(r, Status::Failed, f.why, f.flags);
     }
-    const Finding f = time_case(c, first, r);
+    const Finding f = time_case(c, std::move(first), r);
     if (f.found()) return summarize(r, Status::Failed, f.why, f.flags);
     return r;
   } catch (const bb::Decline& d) {
@@ -207,7 +207,7 @@ CaseResult run_case_steps(const trace::TraceEntry& entry, const std::string& var
   r.status = Status::Passed;
   // Only the traced shapes are timed: they are what the program runs; the variants exist to be checked.
   if (o.time && variant == "traced") {
-    const Finding t = time_case(c, first, r);
+    const Finding t = time_case(c, std::move(first), r);
     if (t.found()) return summarize(r, Status::Failed, t.why, t.flags);
   }
   return r;

@@ -118,6 +118,11 @@ class KernelProcess {
   // An earlier run's results as they are now (a later call may have overwritten them), or as they were
   // after the timed run that was asked to describe them (run_timed). Its `args` are left empty.
   RemoteRun reread(const RemoteRun& earlier);
+  // Whether an earlier run's results are, byte for byte, what they were when it was replicated (reread()'s
+  // answer compared at once). On a device they are compared where the kernel's process packed them, in
+  // the shared buffer, not replicated again: a copy of every parameter of the 1B trace's _foreach_ cases
+  // was what ran the H100 out of memory.
+  bool results_unchanged(const RemoteRun& earlier);
   // Lets the kernel's process drop argument set `id` and its runs: with its next request (the next case's
   // or run's), before it does anything else, not in a round trip of its own.
   void release(int64_t id);
@@ -144,7 +149,8 @@ class KernelProcess {
   wire::json stage(const Values& inputs);
   wire::json about(int64_t id, wire::json request);
   RemoteRun finish(int64_t id, const wire::json& reply, const std::string& sampled);
-  RemoteRun replicas(int64_t id, int64_t run, const wire::json* described, bool results_only = false);
+  RemoteRun replicas(int64_t id, int64_t run, const wire::json* described, bool results_only = false,
+                      bool in_buffer = false);
   std::string sample(const wire::json& returned);
   void ensure_buffer(uint64_t bytes);
   void stop();
