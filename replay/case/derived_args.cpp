@@ -80,6 +80,16 @@ void group_norm_stats(const Args& a) {
   a.set("rstd", rstd);
 }
 
+// The sum of the weights of the targets not ignored (their count without weights): what the forward
+// gave the backward. Drawn at random it was any number, a target equal to ignore_index not counted out.
+void nll_total_weight(const Args& a, bool two_d) {
+  const at::Tensor self = a.tensor("self"), target = a.tensor("target");
+  const std::optional<at::Tensor> weight = a.optional("weight");
+  const int64_t reduction = a["reduction"].toInt(), ignored = a["ignore_index"].toInt();
+  a.set("total_weight", std::get<1>(two_d ? at::nll_loss2d_forward(self, target, weight, reduction, ignored)
+                                          : at::nll_loss_forward(self, target, weight, reduction, ignored)));
+}
+
 // The generated `output` read as logits: the softmax of them is an output softmax could have given.
 void softmax_output(const Args& a, bool log) {
   const at::Tensor x = a.tensor("output");
@@ -103,6 +113,8 @@ const std::map<std::string, Entry>& table() {
       {"aten::native_group_norm_backward", {{"mean", "rstd"}, group_norm_stats}},
       {"aten::_softmax_backward_data", {{"output"}, [](const Args& a) { softmax_output(a, false); }}},
       {"aten::_log_softmax_backward_data", {{"output"}, [](const Args& a) { softmax_output(a, true); }}},
+      {"aten::nll_loss_backward", {{"total_weight"}, [](const Args& a) { nll_total_weight(a, false); }}},
+      {"aten::nll_loss2d_backward", {{"total_weight"}, [](const Args& a) { nll_total_weight(a, true); }}},
   };
   return t;
 }

@@ -46,14 +46,30 @@ std::optional<Range> upto(std::optional<int64_t> n) {
 
 }  // namespace
 
+namespace {
+
+const std::set<std::string>& nll_losses() {
+  static const std::set<std::string> nll = {"nll_loss_forward",  "nll_loss2d_forward", "nll_loss",
+                                            "nll_loss_nd",       "nll_loss_backward",  "nll_loss2d_backward",
+                                            "cross_entropy_loss"};
+  return nll;
+}
+
+}  // namespace
+
+std::optional<int64_t> ignored_value(const std::string& op, const std::string& arg, const Lookup& l) {
+  if (arg != "target" || !nll_losses().count(trace::split_op(op).first.substr(6))) return std::nullopt;
+  const std::optional<int64_t> ignored = l.integer("ignore_index");
+  const std::optional<Range> classes = semantic_range(op, arg, 0, l);
+  if (!ignored || (classes && *ignored >= classes->first && *ignored <= classes->second)) return std::nullopt;
+  return ignored;
+}
+
 std::optional<Range> semantic_range(const std::string& op, const std::string& arg, size_t elem, const Lookup& l) {
   static const std::set<std::string> along_dim = {"index_select",   "gather",    "scatter",    "scatter_add",
                                                   "scatter_reduce", "index_add", "index_copy", "index_fill"};
   static const std::set<std::string> indexing = {"index",         "index_put",        "index_put_", "_index_put_impl_",
                                                  "_unsafe_index", "_unsafe_index_put"};
-  static const std::set<std::string> nll = {"nll_loss_forward",  "nll_loss2d_forward", "nll_loss",
-                                            "nll_loss_nd",       "nll_loss_backward",  "nll_loss2d_backward",
-                                            "cross_entropy_loss"};
   const std::string base = trace::split_op(op).first.substr(6);  // without aten::
   if ((base == "embedding" || base == "_embedding_bag" || base == "embedding_bag") && arg == "indices")
     return upto(l.size("weight", 0));
@@ -61,7 +77,7 @@ std::optional<Range> semantic_range(const std::string& op, const std::string& ar
     return upto(l.integer("num_weights"));
   if (along_dim.count(base) && arg == "index") return upto(l.size("self", l.integer("dim").value_or(0)));
   if (indexing.count(base) && arg == "indices") return upto(l.size("self", static_cast<int64_t>(elem)));
-  if (nll.count(base) && arg == "target") {
+  if (nll_losses().count(base) && arg == "target") {
     auto s = l.shape("self");
     if (!s || s->empty()) return std::nullopt;
     return upto(s->size() >= 2 ? (*s)[1] : (*s)[0]);

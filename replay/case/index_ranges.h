@@ -27,4 +27,10 @@ struct Lookup {
 std::optional<std::pair<int64_t, int64_t>> semantic_range(const std::string& op, const std::string& arg, size_t elem,
                                                           const Lookup& l);
 
+// The value outside semantic_range() that argument `arg` of `op` may still hold, with a meaning of its
+// own: a loss's target equal to its ignore_index (-100 in Hugging Face's causal-LM loss, on every
+// sequence's last position), a row that contributes nothing. nullopt for every other argument, and where
+// the ignore_index lies among the classes (drawn there anyway).
+std::optional<int64_t> ignored_value(const std::string& op, const std::string& arg, const Lookup& l);
+
 }  // namespace bb::replay

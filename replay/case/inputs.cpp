@@ -157,9 +157,13 @@ class Maker {
   }
 
   // A generator per tensor: the values do not depend on which other tensors are made.
-  at::Generator generator(size_t arg, size_t elem) const {
+  uint64_t seed_of(size_t arg, size_t elem) const {
     uint64_t h = o_.seed * 0x9E3779B97F4A7C15ull + arg * 0x100000001B3ull + elem * 0xBF58476D1CE4E5B9ull;
-    h ^= std::hash<std::string>()(o_.variant) + std::hash<std::string>()(call_.op.schema().name());
+    return h ^ (std::hash<std::string>()(o_.variant) + std::hash<std::string>()(call_.op.schema().name()));
+  }
+
+  at::Generator generator(size_t arg, size_t elem) const {
+    const uint64_t h = seed_of(arg, elem);
     if (drawn_on_device()) {
       at::Generator g = at::globalContext().defaultGenerator(o_.device).clone();
       g.set_current_seed(h);
@@ -212,6 +216,18 @@ class Maker {
     // every device (.to() would make a strided tensor contiguous).
     at::Tensor out = at::empty({0}, base.options());
     out.set_(base.storage(), m.offset, m.shape, m.stride);
+    // A value the op gives a meaning of its own outside that range (a loss's ignore_index): where the
+    // program passed it (its traced range holds it) and in the special-values variant, about one element
+    // in 8 and the first are given it. Drawn from the range alone, a kernel that writes an ignored row's
+    // gradient at index ignore_index (FlagGems 5.0.2's nll_loss_backward: into the row before) passed.
+    if (const auto ignored = ignored_value(call_.op.schema().name(), name, lookup_);
+        ignored && !o_.device.is_meta() && out.numel() > 0 &&
+        (o_.variant == "special-values" || (m.range && m.range->first <= *ignored && *ignored <= m.range->second))) {
+      at::Tensor mask = at::randint(0, 8, m.shape, at::detail::createCPUGenerator(seed_of(arg, elem) ^ 0x1D),
+                                    at::TensorOptions().dtype(at::kLong)) == 0;
+      mask.view({-1})[0] = true;
+      out.masked_fill_(mask.to(out.device()), *ignored);
+    }
     return out;
   }
 

@@ -293,6 +293,27 @@ class Replay(TempDirTest):
         for c in data["cases"]:
             self.assertEqual(c["status"], "passed", c)
 
+    def test_a_loss_whose_program_ignored_targets_is_judged_on_ignored_targets(self):
+        # GPT-2's trace passed ignore_index (-100) among its targets (range [-100, 983]), BERT's did not
+        # ([10, 999]); the kernel indexes an ignored target from the end of the row instead of skipping it.
+        models = ROOT / "tests" / "data" / "models"
+        wrong = ROOT / "tests" / "backends" / "ignore_index"
+        for trace, traced_fails in ((models / "gpt2.yaml", True), (models / "bert.yaml", False)):
+            with self.subTest(trace=trace.name):
+                data, r = self.report(trace, "--backend", wrong, "--ops", "nll_loss_backward", "--variants",
+                                      "traced,special-values", "--check-only", expect_rc=1)
+                by = {c["variant"]: c for c in data["cases"]}
+                self.assertEqual(set(by), {"traced", "special-values"}, r.stdout)
+                self.assertEqual(by["special-values"]["status"], "failed", by["special-values"])
+                self.assertIn("elements differ", by["special-values"]["message"])
+                self.assertEqual(by["traced"]["status"], "failed" if traced_fails else "passed", by["traced"])
+        # native against native on the same cases: the ignored targets and the derived total_weight are
+        # inputs native takes
+        data, r = self.report(models / "gpt2.yaml", "--ops", "nll_loss_forward,nll_loss_backward", "--check-only")
+        self.assertTrue(data["cases"])
+        for c in data["cases"]:
+            self.assertIn(c["status"], ("passed", "skipped"), c)
+
     def test_every_report_format_is_written(self):
         csv, md = self.dir / "r.csv", self.dir / "r.md"
         data, r = self.report(self.behaviour_trace, "--ops", "relu,exp", "--csv", csv, "--markdown", md,

@@ -150,3 +150,34 @@ TEST_CASE("random ops are not replayable: their results are not a function of th
   CHECK_FALSE(bb::replay::unreplayable(bound).empty());
   CHECK_FALSE(bb::replay::variant_applies(bound, "noncontiguous"));
 }
+
+TEST_CASE("a loss's ignore_index is among its targets where the program passed it, and total_weight counts it out") {
+  auto call = [](const std::string& range) {
+    return bb::replay::bind_call(entry_of(
+        "  - op: aten::nll_loss_backward\n    count: 1\n    args:\n"
+        "      - {name: grad_output, type: \"Tensor\", kind: tensor, dtype: float32, shape: [], stride: [], device: cpu}\n"
+        "      - {name: self, type: \"Tensor\", kind: tensor, dtype: float32, shape: [64, 10], stride: [10, 1], device: cpu}\n"
+        "      - {name: target, type: \"Tensor\", kind: tensor, dtype: int64, shape: [64], stride: [1], device: cpu, "
+        "range: " + range + "}\n"
+        "      - {name: weight, type: \"Tensor?\", kind: none}\n"
+        "      - {name: reduction, type: \"int\", kind: int, value: 1}\n"
+        "      - {name: ignore_index, type: \"SymInt\", kind: int, value: -100}\n"
+        "      - {name: total_weight, type: \"Tensor\", kind: tensor, dtype: float32, shape: [], stride: [], device: cpu}\n"));
+  };
+  auto ignored = [](const std::vector<c10::IValue>& v) { return v[2].toTensor().eq(-100).sum().item<int64_t>(); };
+  auto counted = [](const std::vector<c10::IValue>& v) { return v[6].toTensor().item<double>(); };
+  for (const char* variant : {"traced", "special-values"}) {
+    INFO(variant);
+    const auto passed = bb::replay::make_inputs(call("[-100, 9]"), {c10::kCPU, 3, variant});
+    const at::Tensor target = passed[2].toTensor();
+    CHECK(target.eq(-100).any().item<bool>());
+    CHECK(target.index({0}).item<int64_t>() == -100);
+    CHECK(ignored(passed) < 64);
+    CHECK(target.ne(-100).logical_and(target.lt(0).logical_or(target.ge(10))).sum().item<int64_t>() == 0);
+    CHECK(counted(passed) == static_cast<double>(64 - ignored(passed)));  // (derived: the forward's count)
+  }
+  const auto never = bb::replay::make_inputs(call("[0, 9]"), {c10::kCPU, 3, "traced"});
+  CHECK(ignored(never) == 0);
+  CHECK(counted(never) == 64.0);
+  CHECK(ignored(bb::replay::make_inputs(call("[0, 9]"), {c10::kCPU, 3, "special-values"})) > 0);
+}
