@@ -58,7 +58,23 @@ using wire::json;
 struct ArgSet {
   Values args;
   std::vector<Called> runs;
+  bool args_gone = false;  // let go after its timed run was described (let_arguments_go)
 };
+
+// After a timed run on the device has been described (packed into the IPC buffer, so that nothing is read
+// from them later), nothing but its results is asked of its set again (the reference rereads them and
+// releases the set): the arguments that are not among them are given back at once. (Host-timed runs keep
+// theirs: the reference reads them from this process's memory after the answer.) Kept until the set was
+// released, the 1B trace's _foreach_ cases held a list of every parameter more than they needed in each of
+// two sets (the timed run's, and the one before, held for its results), and an H100 ran out of memory
+// (2026-12-07). Results that are arguments (in-place ops) stay. Nothing is let go where an argument is
+// host memory (a CPU scalar tensor beside device ones): the reference reads that after the answer too.
+void let_arguments_go(ArgSet& set) {
+  for (const at::Tensor& t : wire::tensors_in(set.args))
+    if (t.defined() && t.has_storage() && t.is_cpu()) return;
+  set.args = Values();
+  set.args_gone = true;
+}
 
 // Everything a worker holds, for one process's life.
 struct State {
@@ -387,6 +403,7 @@ json timed(State& s, const json& m) {
     out["blinded"] = sample.findings.blinded;
     uint64_t end = 0;
     out["described"] = describe(s, m, 0, &end);
+    if (!out["described"].contains("need")) let_arguments_go(set);
     // An earlier run's results as they are after this one (the reference's next reread, without a
     // round trip of its own), packed after this run's values.
     if (m.contains("also") && m["also"].is_object() && !out["described"].contains("need")) {
@@ -457,7 +474,11 @@ json describe(State& s, const json& m, uint64_t base, uint64_t* end) {
   };
   // (results only: an earlier run's results read again, which is all that rereading needs)
   static const Values no_args;
-  const Values& args = m.value("results_only", false) ? no_args : set.args;
+  const bool results_only = m.value("results_only", false);
+  if (!results_only && set.args_gone)
+    throw std::runtime_error("argument set " + std::to_string(m.at("id").get<int64_t>()) +
+                             ": its arguments were given back after its timed run; only its results can be described");
+  const Values& args = results_only ? no_args : set.args;
   json out = {{"args", encode(args)}, {"results", encode(called.results)}};
   std::vector<at::Tensor> ts = wire::tensors_in(args);
   for (const at::Tensor& t : wire::tensors_in(called.results)) ts.push_back(t);
