@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Minimal reproductions of what bbreplay found wrong in FlagGems' kernels on real-model traces (issue 47),
+"""Minimal reproductions of what bbreplay found wrong in FlagGems' kernels (and one read in its source) on real-model traces (issue 47),
 each run against torch on the same values, with no part of bbshim: FlagGems' functions called directly, as
 the backend folder of scripts/flaggems_backend.py calls them. Prints one line per finding, "reproduced" or
 "not reproduced", and what differed. Needs a CUDA device and flag_gems (scripts/gpu-check flaggems runs it).
@@ -128,6 +128,35 @@ def main():
         except Exception as e:
             report("log_softmax of a [0, 50257] tensor raises", True, f"{type(e).__name__}: {e}")
     attempt("log_softmax empty", log_softmax_empty)
+
+    # 7. nll_loss_backward on a row whose target is ignore_index: its kernel stores the row's value (0) at
+    # row * C + ignore_index under the row mask alone (flag_gems/ops/nllloss.py), into the row before, and
+    # for row 0 before the gradient's memory. Read in the source, 2026-12-07. The public function allocates
+    # the gradient itself, so the kernel is launched here as that function launches it, on a gradient that
+    # is a view 256 elements into a larger buffer: what lies before it shows a write there.
+    def nll_loss_backward_ignored():
+        import triton
+        from flag_gems.ops import nllloss
+        n, c = 64, 1000
+        logp = torch.log_softmax(torch.randn(n, c, device=dev), 1)
+        target = torch.randint(0, c, (n,), device=dev)
+        target[0] = -100        # row 0 ignored: a store before the gradient
+        target[9] = c - 100     # row 9 targets column c - 100 ...
+        target[10] = -100       # ... and row 10, ignored, stores a zero there
+        grad_out = torch.ones((), device=dev)
+        total = (target != -100).sum().to(torch.float32)
+        buf = torch.full((256 + n * c,), 7.0, device=dev)
+        grad = buf[256:].view(n, c).zero_()
+        nllloss.nll_loss_backward_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)](
+            grad_out, target, None, grad, -100, total, n, c, 1)
+        ref = torch.ops.aten.nll_loss_backward(grad_out, logp, target, None, 1, -100, total)
+        before = int((buf[:256] != 7.0).sum())
+        differ = int((grad != ref).sum())
+        report("nll_loss_backward writes an ignored row's zero outside that row", before > 0 or differ > 0,
+               f"{before} of the 256 elements before the gradient changed; {differ} gradient elements differ "
+               f"from torch's (row 9, column {c - 100}: {grad[9, c - 100].item():.4g}, torch's "
+               f"{ref[9, c - 100].item():.4g})")
+    attempt("nll_loss_backward ignored", nll_loss_backward_ignored)
 
     print(f"{sum(found)} of {len(found)} reproduced")
     return 0
