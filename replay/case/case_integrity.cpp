@@ -60,6 +60,7 @@ Finding second_input_set(const CaseContext& c, const RemoteRun& first, size_t ou
   const RemoteRun second = c.kernel.run(first.id, kPoisonA);
   const std::string phase = "its call on a second set of input values";
   if (!second.called.native_call.empty()) return native_call_seen(second.called.native_call, phase);
+  if (!second.out_of_bounds.empty()) return failure(phase + ": " + second.out_of_bounds);
   const Values& g = second.called.results;
   // (every call's results are judged for aliasing, not only the first's: a kernel may alias later)
   if (Finding a = aliasing_after(c, native_args2, native2, second.args, g, phase); a.found()) return a;
@@ -136,6 +137,8 @@ Finding check(const CaseContext& c, const Values& inputs, Values& native, const 
     // results too; a kernel must change them the same way.
     native_wrote = verify::unwritable_changes(schema, inputs, native_args);
   }
+  // (before its values: memory written outside its own makes any result suspect)
+  if (!first.out_of_bounds.empty()) return failure("its first call: " + first.out_of_bounds);
   const Values& args = first.args;
   Values generated = first.called.results;
   for (size_t i = 0; i < native_wrote.size() && i < args.size(); ++i)

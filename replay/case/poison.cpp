@@ -2,8 +2,12 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "replay/timing/cupti_call_timer.h"
 #include "replay/case/spent.h"
@@ -11,21 +15,94 @@
 namespace bb::replay {
 namespace {
 
-std::atomic<int> g_poison{-1};  // the byte, or -1: off
+std::atomic<int> g_poison{-1};       // the byte, or -1: off
+std::atomic<int> g_red_zones{0};     // RedZoneScopes alive
+constexpr uint8_t kZoneByte = 0xCB;  // (not a poison byte, not 0: a kernel's stray zero or NaN shows)
+
+// The allocations made with red zones that are still alive, by their data pointer (the pointer handed
+// out is its own context, as c10::Allocator::raw_allocate requires), and the first write outside one
+// found as it was freed. (Process state of the kernel worker's, behind the allocator's C interface.)
+struct Zoned {
+  c10::DataPtr inner;  // the allocation of kRedZone + n + kRedZone bytes
+  size_t n = 0;
+};
+std::mutex g_zoned_mutex;
+std::unordered_map<void*, Zoned> g_zoned;
+std::string g_stray;
+c10::DeleterFnPtr g_inner_raw_delete = nullptr;
+
+// Where the zones of `z` (data at `data`) were written, or "".
+std::string zone_damage(const void* data, const Zoned& z) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  // (bytes written in a zone, and how far from the allocation the nearest of them is)
+  auto written = [](const unsigned char* zone, bool before) -> std::pair<size_t, size_t> {
+    size_t count = 0, nearest = kRedZone;
+    for (size_t k = 0; k < kRedZone; ++k)
+      if (zone[k] != kZoneByte) ++count, nearest = std::min(nearest, before ? kRedZone - k : k + 1);
+    return {count, nearest};
+  };
+  const auto [before, near_before] = written(p - kRedZone, true);
+  const auto [after, near_after] = written(p + z.n, false);
+  if (!before && !after) return "";
+  auto bytes = [](size_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); };
+  std::string why = "the kernel wrote outside an allocation of " + bytes(z.n) +
+                    " (its own or an argument's), in memory it does not own:";
+  if (before)
+    why += " " + std::to_string(before) + " of the " + std::to_string(kRedZone) + " bytes before its start (the nearest " +
+           bytes(near_before) + " before it)";
+  if (before && after) why += ",";
+  if (after)
+    why += " " + std::to_string(after) + " of the " + std::to_string(kRedZone) + " bytes after its end (the nearest " +
+           bytes(near_after) + " after it)";
+  return why;
+}
+
+// Frees an allocation with red zones (checking them first), or hands any other pointer to the inner
+// allocator's raw deleter.
+void free_zoned(void* data) {
+  std::optional<Zoned> gone;
+  {
+    std::lock_guard<std::mutex> lock(g_zoned_mutex);
+    auto it = g_zoned.find(data);
+    if (it != g_zoned.end()) {
+      if (g_stray.empty()) g_stray = zone_damage(data, it->second);
+      gone.emplace(std::move(it->second));
+      g_zoned.erase(it);
+    }
+  }
+  if (!gone && g_inner_raw_delete) g_inner_raw_delete(data);
+}  // (the inner allocation freed here, outside the lock)
 
 class PoisoningAllocator final : public c10::Allocator {
  public:
-  explicit PoisoningAllocator(c10::Allocator* inner) : inner_(inner) {}
+  explicit PoisoningAllocator(c10::Allocator* inner) : inner_(inner) { g_inner_raw_delete = inner->raw_deleter(); }
   c10::DataPtr allocate(size_t n) override {
-    c10::DataPtr p = inner_->allocate(n);
     const int byte = g_poison.load(std::memory_order_relaxed);
+    if (n && g_red_zones.load(std::memory_order_relaxed) > 0) return zoned(n, byte);
+    c10::DataPtr p = inner_->allocate(n);
     if (byte >= 0 && p.get() && n) std::memset(p.get(), byte, n);
     return p;
   }
-  c10::DeleterFnPtr raw_deleter() const override { return inner_->raw_deleter(); }
+  c10::DeleterFnPtr raw_deleter() const override { return g_inner_raw_delete ? &free_zoned : nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override { inner_->copy_data(dest, src, count); }
 
  private:
+  c10::DataPtr zoned(size_t n, int byte) {
+    c10::DataPtr inner = inner_->allocate(n + 2 * kRedZone);
+    auto* base = static_cast<unsigned char*>(inner.get());
+    if (!base) return inner;
+    std::memset(base, kZoneByte, kRedZone);
+    std::memset(base + kRedZone + n, kZoneByte, kRedZone);
+    if (byte >= 0) std::memset(base + kRedZone, byte, n);
+    void* data = base + kRedZone;  // (the inner allocation's alignment kept: kRedZone is a multiple of it)
+    const c10::Device device = inner.device();
+    {
+      std::lock_guard<std::mutex> lock(g_zoned_mutex);
+      g_zoned[data] = Zoned{std::move(inner), n};
+    }
+    return c10::DataPtr(data, data, &free_zoned, device);
+  }
+
   c10::Allocator* inner_;
 };
 
@@ -38,6 +115,20 @@ void install_poisoning_allocator() {
     return true;
   }();
   (void)installed;
+}
+
+RedZoneScope::RedZoneScope() { g_red_zones.fetch_add(1, std::memory_order_relaxed); }
+RedZoneScope::~RedZoneScope() { g_red_zones.fetch_sub(1, std::memory_order_relaxed); }
+
+std::string out_of_bounds_writes() {
+  std::lock_guard<std::mutex> lock(g_zoned_mutex);
+  std::string why = std::move(g_stray);
+  g_stray.clear();
+  for (const auto& [data, z] : g_zoned) {
+    if (!why.empty()) break;
+    why = zone_damage(data, z);
+  }
+  return why;
 }
 
 PoisonScope::PoisonScope(uint8_t byte, const c10::Device& device) : cpu_(device.is_cpu()) {

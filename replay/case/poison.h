@@ -5,7 +5,9 @@
 
 #include <c10/core/Device.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace bb::replay {
 
@@ -27,6 +29,23 @@ class PoisonScope {
  private:
   bool cpu_, cuda_ = false;
 };
+
+// While alive, CPU allocations get red zones (install_poisoning_allocator's allocator): kRedZone bytes
+// of a pattern before and after each, checked by out_of_bounds_writes() and as each is freed. A kernel
+// that writes past either end of its output, its scratch memory or an argument made in the scope (a
+// missing mask, an off-by-one row) is seen, whatever its results are. CUDA memory has none.
+class RedZoneScope {
+ public:
+  RedZoneScope();
+  ~RedZoneScope();
+  RedZoneScope(const RedZoneScope&) = delete;
+  RedZoneScope& operator=(const RedZoneScope&) = delete;
+};
+inline constexpr size_t kRedZone = 4096;
+
+// "" or the first write outside an allocation made in a RedZoneScope since the last call: in those
+// still alive (checked now) or freed meanwhile (checked then). Forgets what it reports.
+std::string out_of_bounds_writes();
 
 // Bytes two runs use: 0xFF makes floats NaN and integers -1; 0x5A is an ordinary-looking value.
 inline constexpr uint8_t kPoisonA = 0xFF, kPoisonB = 0x5A;

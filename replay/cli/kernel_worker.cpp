@@ -315,13 +315,19 @@ json guarded(F&& fn) {
 }
 
 json run(State& s, const json& m) {
+  // (checked runs: the arguments made here and what the kernel allocates get red zones; timed runs none)
+  const int poison = m.value("poison", 0);
+  std::optional<RedZoneScope> zones;
+  if (poison) zones.emplace();
   ArgSet& set = arguments(s, m);
   return guarded([&] {
-    const int poison = m.value("poison", 0);
     std::optional<PoisonScope> scope;
     if (poison) scope.emplace(static_cast<uint8_t>(poison), s.run.device);
     set.runs.push_back(call(s.op, s.kernel, set.args, s.run));
+    scope.reset();
+    zones.reset();
     json out = called_json(set);
+    if (std::string stray = out_of_bounds_writes(); !stray.empty()) out["out_of_bounds"] = stray;
     out["returned"] = spans(set.runs.back().results, m.value("seed", uint64_t{1}));
     out["described"] = describe(s, m);  // (what the reference would ask next)
     return out;
@@ -507,6 +513,7 @@ json case_end(State& s) {
   };
   s.sets.clear();
   s.watch.reset();
+  (void)out_of_bounds_writes();  // (what this case's checked runs did not report is not the next case's)
   if (std::string what = restore_process_baseline(); !what.empty())
     add("environment-tampering", "the kernel changed its process's state (set back): " + what);
   // (the timing path, the GOT and the imported functions' entries after every case; all of bbreplay's code

@@ -744,6 +744,7 @@ RemoteRun KernelProcess::finish(int64_t id, const json& reply, const std::string
   if (!sampled.empty() && r.escaped.empty()) r.escaped = sampled;
   r.called.native_call = reply.value("native_call", "");
   r.called.allowed_aten = reply.value("allowed_aten", std::vector<std::string>{});
+  r.out_of_bounds = reply.value("out_of_bounds", "");
   return r;
 }
 

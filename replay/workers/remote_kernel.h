@@ -71,6 +71,7 @@ struct RemoteRun {
   uint64_t storage_bytes = 0;
   std::string escaped;  // CPU: why its results changed after it returned, or are not plain memory; "" when fine
   std::string shared;   // CPU: why its results are in shared memory (mapped elsewhere too); "" when not
+  std::string out_of_bounds;  // checked runs: a write outside its allocations' red zones (poison.h); "" when none
   // Timed runs: the time it took (host clock or CUPTI), CUDA's cross-check and findings, and the outside
   // view of a host-timed run.
   double us = 0, events_us = 0;

@@ -293,6 +293,21 @@ class Replay(TempDirTest):
         for c in data["cases"]:
             self.assertEqual(c["status"], "passed", c)
 
+    def test_a_kernel_writing_outside_its_memory_fails_though_its_results_are_right(self):
+        # relu writes one float past its output's end, neg the 16 before its start
+        data, r = self.report(self.behaviour_trace, "--backend", ROOT / "tests" / "backends" / "out_of_bounds",
+                              "--check-only", expect_rc=1)
+        cases = [c for c in data["cases"] if c["op"] in ("aten::relu", "aten::neg")]
+        self.assertEqual({c["op"] for c in cases}, {"aten::relu", "aten::neg"}, r.stdout)
+        for c in cases:
+            with self.subTest(op=c["op"], signature=c["signature"], variant=c["variant"]):
+                if c["variant"] == "empty":  # (no memory of its own at all: the write crashes it)
+                    self.assertEqual(c["status"], "crashed", c)
+                    continue
+                self.assertEqual((c["status"], c["flags"]), ("failed", []), c)
+                where = "after its end" if c["op"] == "aten::relu" else "before its start"
+                self.assertRegex(c["message"], "wrote outside an allocation of .* " + where, c)
+
     def test_a_loss_whose_program_ignored_targets_is_judged_on_ignored_targets(self):
         # GPT-2's trace passed ignore_index (-100) among its targets (range [-100, 983]), BERT's did not
         # ([10, 999]); the kernel indexes an ignored target from the end of the row instead of skipping it.
