@@ -124,6 +124,12 @@ def replay(path, report, args, profile=None):
     return time.monotonic() - t0, p.returncode, out, err
 
 
+def untimed_for_memory(cases):
+    """Traced cases that passed their checks and ran out of device memory while timed (no times)."""
+    return [c for c in cases if c["variant"] == "traced" and c["status"] == "passed"
+            and c.get("message", "").startswith("not timed: the device ran out of memory")]
+
+
 def table_row(name, report, wall):
     """One row of the closing table: the trace, its cases, wall time, the largest phases, the self-check."""
     data = json.loads(report.read_text())
@@ -140,6 +146,8 @@ def table_row(name, report, wall):
     of = f"{done} of {interrupted.split(' of ')[1].split()[0]}" if interrupted else f"{done}"
     check = (f"{o['passed']} passed, {o['failed']} failed, {o['crashed']} crashed, {o['skipped']} skipped, "
              f"{o['flagged']} flagged, {o['invalid']} invalid")
+    if untimed := len(untimed_for_memory(cases)):
+        check += f" ({untimed} traced passed but not timed: out of device memory)"
     return f"| {name} | {of} | {wall:.0f} | {wall / max(done, 1):.3f} | {top} | {other:.1f}% | {check} |"
 
 
@@ -169,6 +177,11 @@ def summarize(name, report, wall, rc, err):
                      f"min {samples[0]}, max {samples[-1]}")
     lines.append(f"  self-check: {o['passed']} passed, {o['failed']} failed, {o['crashed']} crashed or timed out, "
                  f"{o['skipped']} skipped, {o['flagged']} flagged, {o['invalid']} invalid")
+    untimed = untimed_for_memory(cases)
+    if untimed:
+        lines.append(f"  traced cases passed but not timed, out of device memory: {len(untimed)}")
+        for c in untimed[:10]:
+            lines.append(f"    {c['op']} ({c['signature']}): {c['message'][:200]}")
     bad = [c for c in cases if c["status"] in ("failed", "crashed", "timeout", "invalid") or c["flags"]]
     for c in bad[:10]:
         lines.append(f"    {c['status']}: {c['op']} ({c['signature']}) {c['variant']}: {c['message'][:200]}")

@@ -151,5 +151,7 @@ Finding check_again(const CaseContext& c, const RemoteRun& first, CaseResult& r)
 // process like a timed run's, and its replicas here are let go before the timed runs make theirs (held,
 // they were every parameter of the 1B trace's _foreach_ cases twice over, and an H100 ran out of memory).
 Finding time_case(const CaseContext& c, RemoteRun first, CaseResult& r);
+// How the message of a case that passed its checks and ran out of memory while timed begins.
+inline constexpr const char* kNotTimedOutOfMemory = "not timed: the device ran out of memory while timing it: ";
 
 }  // namespace bb::replay

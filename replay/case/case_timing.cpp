@@ -459,6 +459,13 @@ Finding time_case(const CaseContext& c, RemoteRun first, CaseResult& r) {
     r.unstable = unstable(*r.native, *r.generated);
     return impossible_speed(c, results_bytes, *r.generated);
   } catch (const std::exception& e) {
+    // Out of device memory while timing (the judge's copies of a large case beside the kernel's): the
+    // case stays what its checks found, and says why it has no times; the worker gives the memory back
+    // and times it once more (bbreplay_worker.cpp). Before, the whole case was left unjudged.
+    if (const std::string what = e.what(); what.find("out of memory") != std::string::npos) {
+      r.message = std::string(kNotTimedOutOfMemory) + what;
+      return {};
+    }
     return failure(std::string("failed while being timed: ") + e.what());
   }
 }

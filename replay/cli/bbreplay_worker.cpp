@@ -71,6 +71,11 @@ bool out_of_memory(const CaseResult& r) {
          r.message.find("out of memory") != std::string::npos;
 }
 
+// A case that passed its checks and has no times because the device ran out of memory while timing it.
+bool untimed_for_memory(const CaseResult& r) {
+  return r.status == Status::Passed && r.message.rfind(kNotTimedOutOfMemory, 0) == 0;
+}
+
 // The kernel's process died during the self-check, where native ran in it: native's crash, not a kernel's
 // (a traced call the harness built wrongly; a variant native's kernels do not take).
 CaseResult native_crash(CaseResult r) {
@@ -196,6 +201,12 @@ int worker_main(const Options& o) {
         result = ref.run(entry, c.variant);
         // Out of device memory: what both processes cached given back, then once more; a second time, not
         // judged (no kernel is accused, or credited, for the memory the judge holds beside it).
+        // Checked, then out of memory while timed: given back, and timed once more; a second time it
+        // stays checked and untimed (what a run that is not out of memory says replaces it).
+        if (untimed_for_memory(result)) {
+          ref.release_memory(UINT64_MAX);
+          if (CaseResult again = ref.run(entry, c.variant); !out_of_memory(again)) result = std::move(again);
+        }
         if (out_of_memory(result)) {
           ref.release_memory(UINT64_MAX);
           result = ref.run(entry, c.variant);

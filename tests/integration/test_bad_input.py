@@ -239,6 +239,18 @@ class MemoryLimits(TempDirTest):
         self.assertRegex(c["message"], r"^not judged: the device ran out of memory twice while judging it, .*"
                                        r"the kernel raised: CUDA out of memory\. Tried to allocate 2\.00 GiB")
 
+    def test_a_case_checked_then_out_of_memory_while_timed_stays_checked_and_says_why_it_has_no_times(self):
+        # abs is right on its two checked calls, then raises torch's out-of-memory message on every call:
+        # its timing fails, the memory is given back, it fails again; the case is what its checks found.
+        log = self.dir / "abs.txt"
+        log.write_text("Operator: aten.abs.default\ncnt: 1, ((T([1000], f32),), {})\n")
+        cases = self.replay(log, "--backend", ROOT / "tests" / "backends" / "out_of_memory", "--repetitions", "3")
+        c = cases[("aten::abs", "float32[1000]@cuda")]
+        self.assertEqual((c["status"], c["flags"]), ("passed", []), c)
+        self.assertIsNone(c["native"])
+        self.assertRegex(c["message"], r"^not timed: the device ran out of memory while timing it: .*"
+                                       r"CUDA out of memory\. Tried to allocate 2\.00 GiB")
+
 
 if __name__ == "__main__":
     unittest.main()
