@@ -44,10 +44,6 @@ std::optional<Range> upto(std::optional<int64_t> n) {
   return Range{0, *n - 1};
 }
 
-}  // namespace
-
-namespace {
-
 const std::set<std::string>& nll_losses() {
   static const std::set<std::string> nll = {"nll_loss_forward",  "nll_loss2d_forward", "nll_loss",
                                             "nll_loss_nd",       "nll_loss_backward",  "nll_loss2d_backward",
