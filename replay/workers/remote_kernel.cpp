@@ -654,9 +654,7 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
   for (Group& g : groups) {
     // (host groups zeroed: a read that fails part way leaves no stale bytes; device groups are copied whole)
     const auto bytes = at::TensorOptions().dtype(at::kByte);
-    g.bytes = g.device.is_cpu() ? at::zeros({static_cast<int64_t>(g.hi - g.lo)}, bytes)
-              : in_buffer       ? at::zeros({0}, bytes.device(device_))  // (the buffer's bytes, below)
-                                : at::empty({static_cast<int64_t>(g.hi - g.lo)}, bytes.device(device_));
+    if (g.device.is_cpu()) g.bytes = at::zeros({static_cast<int64_t>(g.hi - g.lo)}, bytes);
     bool copied = false;
     if (g.device.is_cpu()) {
       if (std::string why = read_remote(pid_, g.lo, g.bytes.data_ptr(), g.hi - g.lo); !why.empty() && r.escaped.empty())
@@ -670,14 +668,11 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
         const at::Tensor packed = at::from_blob(static_cast<char*>(buffer_.ptr) + from,
                                                 {static_cast<int64_t>(g.hi - g.lo)},
                                                 at::TensorOptions().dtype(at::kByte).device(device_));
-        if (in_buffer) g.bytes = packed;
-        else
-          g.bytes.copy_(packed);
+        g.bytes = in_buffer ? packed : packed.clone();
         copied = true;
         break;
       }
-    if (!copied)  // (no member placed in the buffer: as before, zeros)
-      g.bytes = in_buffer ? at::zeros({static_cast<int64_t>(g.hi - g.lo)}, bytes.device(device_)) : g.bytes.zero_();
+    if (!copied) g.bytes = at::zeros({static_cast<int64_t>(g.hi - g.lo)}, bytes.device(device_));  // (none placed in the buffer)
   }
   std::vector<at::Tensor> local;
   for (const auto& m : metas) local.push_back(local_tensor(m, groups));
@@ -851,22 +846,17 @@ KernelProcess::HostRun KernelProcess::host_run(int64_t id, bool dry) {
   return h;
 }
 
-RemoteRun KernelProcess::reread(const RemoteRun& earlier) {
+RemoteRun KernelProcess::reread(const RemoteRun& earlier, bool in_buffer) {
   if (prefetched_ && prefetched_->first == std::make_pair(earlier.id, earlier.run)) {
     const json described = std::move(prefetched_->second);
     prefetched_.reset();
-    return replicas(earlier.id, earlier.run, &described, true);
+    return replicas(earlier.id, earlier.run, &described, true, in_buffer);
   }
-  return replicas(earlier.id, earlier.run, nullptr, true);
+  return replicas(earlier.id, earlier.run, nullptr, true, in_buffer);
 }
 
 bool KernelProcess::results_unchanged(const RemoteRun& earlier) {
-  std::optional<json> described;
-  if (prefetched_ && prefetched_->first == std::make_pair(earlier.id, earlier.run)) {
-    described = std::move(prefetched_->second);
-    prefetched_.reset();
-  }
-  const RemoteRun now = replicas(earlier.id, earlier.run, described ? &*described : nullptr, true, true);
+  const RemoteRun now = reread(earlier, true);
   Spent spent(phase::kIntegrity);
   return same_bytes(earlier.called.results, now.called.results);
 }

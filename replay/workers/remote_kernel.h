@@ -118,7 +118,8 @@ class KernelProcess {
   HostRun host_run(int64_t id, bool dry);
   // An earlier run's results as they are now (a later call may have overwritten them), or as they were
   // after the timed run that was asked to describe them (run_timed). Its `args` are left empty.
-  RemoteRun reread(const RemoteRun& earlier);
+  // `in_buffer`: its device bytes left where they were packed (replicas()), for a comparison made at once.
+  RemoteRun reread(const RemoteRun& earlier, bool in_buffer = false);
   // Whether an earlier run's results are, byte for byte, what they were when it was replicated (reread()'s
   // answer compared at once). On a device they are compared where the kernel's process packed them, in
   // the shared buffer, not replicated again: a copy of every parameter of the 1B trace's _foreach_ cases
