@@ -672,7 +672,8 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
         copied = true;
         break;
       }
-    if (!copied) g.bytes = at::zeros({static_cast<int64_t>(g.hi - g.lo)}, bytes.device(device_));  // (none placed in the buffer)
+    if (!copied)  // (no member placed in the buffer: zeros)
+      g.bytes = at::zeros({static_cast<int64_t>(g.hi - g.lo)}, bytes.device(device_));
   }
   std::vector<at::Tensor> local;
   for (const auto& m : metas) local.push_back(local_tensor(m, groups));
