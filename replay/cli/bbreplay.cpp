@@ -1,6 +1,7 @@
 // bbreplay: check and benchmark kernels on the calls a program really made (docs/replay.md).
 //   bbreplay TRACE [--backend DIR] [--policy F] [--ops LIST] [--device cpu|cuda] [--seed N]
-//            [--variants LIST] [--check-only|--perf-only] [--json F] [--csv F] [--markdown F] [--shard K/N] ...
+//            [--variants LIST] [--check-only|--perf-only] [--json F] [--csv F] [--markdown F] [--shard K/N]
+//            [--write-policy F [--min-speedup X]] ...
 //   bbreplay merge PART.json... [--json F] [--csv F] [--markdown F]   (replay/cli/merge_cli.cpp)
 // Exit codes: 0 every checked case passed, 1 some case failed, crashed or timed out, 2 usage or input
 // error (file:line:column for a bad trace or policy).
@@ -19,6 +20,7 @@
 #include <iostream>
 
 #include "replay/cli/bbreplay_app.h"
+#include "replay/cli/written_policy.h"
 #include "replay/workers/isolation.h"
 #include "replay/cli/kernel_worker.h"
 #include "replay/workers/memory.h"
@@ -184,6 +186,12 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
                "memory a worker process may allocate on the host; beyond it an allocation fails, and so does the "
                "case (0: no limit; default: three quarters of the available memory, shared among the workers)");
   app.add_option("--json", o.json, "write the report as JSON");
+  app.add_option("--write-policy", o.write_policy,
+                 "write the routing policy this judgement earns: the ops whose every judged case passed (with "
+                 "--min-speedup, and were that much faster), each as the judging policy wrote it");
+  app.add_option("--min-speedup", o.min_speedup,
+                 "with --write-policy: route only ops at least this many times native's speed (geometric mean of their cases)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
   app.add_option("--markdown", o.markdown, "write the report as Markdown");
   app.add_option("--shard", o.shard,
@@ -222,6 +230,11 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
     warn_each_once();  // (asking native on meta tensors which variants apply warns too)
     Setup s = set_up(o, false);
     if (s.cases.empty()) throw Usage("no case to run: no op of the trace matches --ops");
+    if (!o.write_policy.empty() && !s.has_backend)
+      throw Usage("--write-policy needs a backend (--backend DIR): a self-check earns no routing");
+    if (!o.write_policy.empty() && !o.shard.empty())
+      throw Usage("--write-policy judges the whole run: not with --shard");
+    if (o.min_speedup && o.write_policy.empty()) throw Usage("--min-speedup goes with --write-policy F");
     std::optional<PartInfo> part;
     if (!o.shard.empty()) {
       if (o.json.empty() && !o.list) throw Usage("--shard needs --json F: the part's results, for bbreplay merge");
@@ -256,6 +269,8 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
     write_file(o.json, part ? render_part(report, *part) : make_writer("json")->render(report));
     write_file(o.csv, make_writer("csv")->render(report));
     write_file(o.markdown, make_writer("markdown")->render(report));
+    if (!o.write_policy.empty())
+      write_file(o.write_policy, written_policy(report, s.backend.dir, s.policy_text, o.min_speedup));
     return report.all_passed() ? 0 : 1;
   });
 }

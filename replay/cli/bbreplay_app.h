@@ -43,6 +43,8 @@ struct Options {
   double budget = 2.0, timeout = 300;
   // 0: no limit. Unset (nullopt): the defaults, derived from the free memory (docs/replay.md, "Memory").
   std::optional<uint64_t> max_case_bytes, worker_memory;
+  std::string write_policy;          // --write-policy: the routing policy the judgement earns (written_policy.h)
+  std::optional<double> min_speedup;  // --min-speedup: ... and the speedup an op needs besides
 };
 
 // Everything bbreplay and its reference workers set up the same way. The backend is surveyed (its

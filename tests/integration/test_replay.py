@@ -329,6 +329,42 @@ class Replay(TempDirTest):
         for c in data["cases"]:
             self.assertIn(c["status"], ("passed", "skipped"), c)
 
+    def test_a_written_policy_routes_what_passed_and_no_more(self):
+        python_kernels = ROOT / "tests" / "backends" / "python"
+        policy = self.dir / "earned.yaml"
+        data, r = self.report(self.behaviour_trace, "--backend", python_kernels, "--ops", "relu,neg,exp,abs",
+                              "--variants", "traced", "--repetitions", "5", "--write-policy", policy, expect_rc=1)
+        text = policy.read_text()
+        # relu passed both its cases; neg and abs called ATen, exp raised: named in the comment, not routed
+        self.assertRegex(text, r"(?m)^ops:\n  # 2 of 2 cases passed.*\n  aten::relu: \{\}\n\Z", text)
+        self.assertRegex(text, r"(?m)^#   aten::neg: 0 of 1 cases passed, 1 failed, 1 flagged; flagged native-call$")
+        self.assertRegex(text, r"(?m)^#   aten::exp: .*the kernel raised: RuntimeError: exp kernel failed on purpose")
+        self.assertIn("aten::abs", text)
+        self.assertIn(f'backend: "{python_kernels}"', text)
+        # in the preload it routes relu and nothing else
+        summary = self.dir / "summary.txt"
+        r = run([PYTHON, "-c", BEHAVIOUR_PROGRAM], preload_env(BB_POLICY=policy, BB_SUMMARY=summary), cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        routed = re.findall(r"(?m)^  (aten::\S+)\s+route\s+(\d+)\s+(\d+)", summary.read_text())
+        self.assertEqual(routed, [("aten::relu", "2", "2")], summary.read_text())
+        # a least speedup nothing in Python reaches routes nothing, and says why
+        slow = self.dir / "fast-only.yaml"
+        self.report(self.behaviour_trace, "--backend", python_kernels, "--ops", "relu", "--variants", "traced",
+                    "--repetitions", "5", "--write-policy", slow, "--min-speedup", "1000")
+        self.assertRegex(slow.read_text(), r"(?m)^#   aten::relu: 2 of 2 cases passed; (.*under 1000\.00x|no speedup)")
+        self.assertTrue(slow.read_text().endswith("ops: {}\n"), slow.read_text())
+        # judged under a policy, an op keeps its entry as written there: no call beyond its conditions is routed
+        judging = self.dir / "judging.yaml"
+        judging.write_text("version: 1\nops:\n  aten::relu: {when: {numel: [1, 50]}}\n")
+        narrowed = self.dir / "narrowed.yaml"
+        self.report(self.behaviour_trace, "--backend", python_kernels, "--policy", judging, "--ops", "relu",
+                    "--variants", "traced", "--repetitions", "5", "--write-policy", narrowed)
+        self.assertIn("aten::relu: {when: {numel: [1, 50]}}", narrowed.read_text())
+        # a self-check earns no routing
+        r = replay(self.behaviour_trace, "--device", "cpu", "--write-policy", self.dir / "none.yaml")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--write-policy needs a backend", r.stderr)
+
     def test_every_report_format_is_written(self):
         csv, md = self.dir / "r.csv", self.dir / "r.md"
         data, r = self.report(self.behaviour_trace, "--ops", "relu,exp", "--csv", csv, "--markdown", md,
