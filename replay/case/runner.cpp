@@ -14,6 +14,7 @@
 #include "replay/workers/process_state.h"
 #include "replay/random/random_judge.h"
 #include "replay/workers/remote_kernel.h"
+#include "replay/workers/memory.h"
 #include "replay/case/spent.h"
 #include "tracer/format/trace_summary.h"
 
@@ -77,20 +78,21 @@ FirstCall run_native(const CaseContext& c, const trace::TraceEntry& entry, Value
   try {
     f.called.results = call_native(c.op(), native_args, c.options.device);
     return f;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& ex) {
     const c10::Device device = c.options.device;
+    const std::string what = ex.what() + host_limit_note(ex.what());  // (a failed allocation names the limit)
     // A call traced on another device may hold what only that device's kernels accept.
     if (std::string there = traced_elsewhere(entry, device); !there.empty()) {
       f.ended = Status::Skipped;
-      f.why = "native on " + device.str() + " rejects this call, traced on " + there + ": " + e.what();
+      f.why = "native on " + device.str() + " rejects this call, traced on " + there + ": " + what;
     } else if (c.variant != "traced") {
       // A variant's other arguments (dims, sizes) were traced for the original shapes: where no meta
       // kernel could tell beforehand (ops without one), native's refusal says the variant does not apply.
       f.ended = Status::Skipped;
-      f.why = "variant " + c.variant + " does not apply to this call (native rejects it): " + e.what();
+      f.why = "variant " + c.variant + " does not apply to this call (native rejects it): " + what;
     } else {
       f.ended = Status::Invalid;
-      f.why = std::string("native rejects this call: ") + e.what();
+      f.why = "native rejects this call: " + what;
     }
   }
   return f;

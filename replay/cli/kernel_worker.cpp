@@ -308,9 +308,9 @@ json guarded(F&& fn) {
   } catch (const bb::Decline& d) {
     return {{"declined", d.what()}};
   } catch (const c10::Error& e) {
-    return {{"raised", e.what_without_backtrace()}};
+    return {{"raised", e.what_without_backtrace() + host_limit_note(e.what_without_backtrace())}};
   } catch (const std::exception& e) {
-    return {{"raised", e.what()}};
+    return {{"raised", e.what() + host_limit_note(e.what())}};
   }
 }
 

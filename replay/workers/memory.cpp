@@ -2,11 +2,13 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <sstream>
 
 namespace bb::replay {
@@ -81,6 +83,19 @@ std::string limit_process_memory(uint64_t bytes) {
   r.rlim_cur = bytes;
   if (::setrlimit(RLIMIT_DATA, &r) != 0) return std::string("setrlimit: ") + std::strerror(errno);
   return "";
+}
+
+std::string host_limit_note(const std::string& what) {
+  static const char* const kFailedAllocation[] = {"can't allocate memory", "bad_alloc", "Cannot allocate memory",
+                                                  "MemoryError"};
+  if (std::none_of(std::begin(kFailedAllocation), std::end(kFailedAllocation),
+                   [&](const char* m) { return what.find(m) != std::string::npos; }))
+    return "";
+  struct rlimit r {};
+  if (::getrlimit(RLIMIT_DATA, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return "";
+  return " (this process may hold " + format_bytes(r.rlim_cur) +
+         " of host memory: its half of bbreplay's --worker-memory, plus what it held when it started; a larger "
+         "--worker-memory, or 0 for no limit, lets such a case run)";
 }
 
 }  // namespace bb::replay

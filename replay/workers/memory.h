@@ -38,4 +38,9 @@ uint64_t available_host_bytes();
 // beyond it fails (c10 throws) instead of taking the machine's memory. "" on success, else why not.
 std::string limit_process_memory(uint64_t bytes);
 
+// What the message of an allocation that failed (c10's "can't allocate memory", std::bad_alloc, ENOMEM)
+// gains in a process whose memory is limited: the limit, and the option that sets it. "" for any other
+// message, or where the process has no limit.
+std::string host_limit_note(const std::string& what);
+
 }  // namespace bb::replay

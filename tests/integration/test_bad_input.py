@@ -217,6 +217,8 @@ class MemoryLimits(TempDirTest):
             self.assertEqual(c["status"], "failed", c)
             self.assertIn("the kernel raised", c["message"])
             self.assertRegex(c["message"], r"(?i)alloc")
+            # and says which limit it met, and what lifts it
+            self.assertRegex(c["message"], r"this process may hold [\d.]+ [KMG]iB of host memory: .*--worker-memory")
         # Under a limit it fits, the same kernel passes: the failure was the limit's.
         cases = self.replay(log, "--backend", ROOT / "tests" / "backends" / "memory_hog", "--check-only",
                             "--worker-memory", "6G")
