@@ -186,14 +186,15 @@ extern "C" __attribute__((visibility("default"))) int bbreplay_main(int argc, ch
                "memory a worker process may allocate on the host; beyond it an allocation fails, and so does the "
                "case (0: no limit; default: three quarters of the available memory, shared among the workers)");
   app.add_option("--json", o.json, "write the report as JSON");
+  app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
+  app.add_option("--markdown", o.markdown, "write the report as Markdown");
   app.add_option("--write-policy", o.write_policy,
                  "write the routing policy this judgement earns: the ops whose every judged case passed (with "
                  "--min-speedup, and were that much faster), each as the judging policy wrote it");
   app.add_option("--min-speedup", o.min_speedup,
-                 "with --write-policy: route only ops at least this many times native's speed (geometric mean of their cases)")
+                 "with --write-policy: route only ops at least this many times native's speed (the geometric mean "
+                 "over their cases)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--csv", o.csv, "write the report as CSV (one row per case)");
-  app.add_option("--markdown", o.markdown, "write the report as Markdown");
   app.add_option("--shard", o.shard,
                  "run part K of N (K from 0: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT of an array started at 0), "
                  "cases balanced by expected cost; --json writes the part for bbreplay merge")

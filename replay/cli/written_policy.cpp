@@ -96,13 +96,15 @@ std::string written_policy(const Report& report, const std::string& backend, con
   const ReportMeta& m = report.meta;
   head << "# Written by " << m.tool << " --write-policy: the ops whose kernels passed every case judged";
   if (min_speedup) head << " and ran at least " << times(*min_speedup) << " native's speed (geometric mean over cases)";
-  head << ".\n# Judged: " << m.trace << " on " << m.device << ", " << m.date << ", seed " << m.seed << ".\n";
-  if (!m.interrupted.empty()) head << "# The run was interrupted (" << one_line(m.interrupted) << "): ops it did not reach are absent.\n";
+  head << ".\n# Judged: " << one_line(m.trace, 400) << " on " << m.device << ", " << m.date << ", seed " << m.seed
+       << ".\n";
+  if (!m.interrupted.empty())
+    head << "# The run was interrupted (" << one_line(m.interrupted)
+         << "): ops it did not reach are not routed,\n# and an op it reached is judged on the cases it ran.\n";
   if (!judged_under.empty())
     head << "# Judged under a policy: each routed op keeps its entry as written there, and its default.\n";
   head << "# " << routed << (routed == 1 ? " op" : " ops") << " routed, " << left << " not";
-  if (left) head << ":\n" << why_not.str();
-  else head << ".\n";
+  head << (left ? ":\n" + why_not.str() : std::string(".\n"));
   std::ostringstream out;
   out << head.str() << "version: 1\n";
   out << "backend: " << quoted(std::filesystem::absolute(backend).lexically_normal().string()) << "\n";
