@@ -199,17 +199,14 @@ int worker_main(const Options& o) {
           k->limit_reads(std::max(16 * bytes + (uint64_t{256} << 20), budget_reads));
         Spent unnamed(phase::kUnnamed);
         result = ref.run(entry, c.variant);
-        // Checked, then out of memory while timed: given back, and timed once more; a second time it
-        // stays checked and untimed (what a run that is not out of memory says replaces it).
-        if (untimed_for_memory(result)) {
+        // Out of device memory: what both processes cached given back, then once more. A case that had
+        // passed its checks and ran out while timed keeps that verdict, untimed, unless the second run
+        // ends otherwise; any other case out of memory twice is not judged (no kernel is accused, or
+        // credited, for the memory the judge holds beside it).
+        if (out_of_memory(result) || untimed_for_memory(result)) {
           ref.release_memory(UINT64_MAX);
-          if (CaseResult again = ref.run(entry, c.variant); !out_of_memory(again)) result = std::move(again);
-        }
-        // Out of device memory: what both processes cached given back, then once more; a second time, not
-        // judged (no kernel is accused, or credited, for the memory the judge holds beside it).
-        if (out_of_memory(result)) {
-          ref.release_memory(UINT64_MAX);
-          result = ref.run(entry, c.variant);
+          CaseResult again = ref.run(entry, c.variant);
+          if (!untimed_for_memory(result) || !out_of_memory(again)) result = std::move(again);
           if (out_of_memory(result))
             result = describe(entry, c.variant, Status::Skipped,
                               "not judged: the device ran out of memory twice while judging it, with what both "
