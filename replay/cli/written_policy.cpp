@@ -2,11 +2,11 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
 #include "policy/verify/flags.h"
+#include "replay/report/report_writers.h"
 
 namespace bb::replay::app {
 
@@ -35,12 +35,6 @@ std::string one_line(std::string s, size_t at_most = 160) {
   return s;
 }
 
-std::string times(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2fx", x);
-  return b;
-}
-
 std::string first_failure(const Report& r, const std::string& op) {
   for (const auto& c : r.cases)
     if (c.op == op && (c.status == Status::Failed || c.status == Status::Crashed || c.status == Status::Timeout))
@@ -67,7 +61,7 @@ std::string not_routed(const Report& r, const OpSummary& o, std::optional<double
   if (o.passed == 0) return "no case judged";
   if (min_speedup) {
     if (!o.speedup) return "no speedup measured (every timed case unstable or untimed)";
-    if (*o.speedup < *min_speedup) return times(*o.speedup) + ", under " + times(*min_speedup);
+    if (*o.speedup < *min_speedup) return speedup_text(o.speedup) + ", under " + speedup_text(min_speedup);
   }
   return "";
 }
@@ -88,14 +82,15 @@ std::string written_policy(const Report& report, const std::string& backend, con
       continue;
     }
     ++routed;
-    ops << "  # " << tally(o) << ", " << (o.speedup ? times(*o.speedup) + " native's speed" : "no speedup measured")
-        << "\n";
+    ops << "  # " << tally(o) << ", "
+        << (o.speedup ? speedup_text(o.speedup) + " native's speed" : "no speedup measured") << "\n";
     YAML::Node entry = judged && judged["ops"] ? judged["ops"][o.op] : YAML::Node();
     ops << "  " << flow(YAML::Node(o.op)) << ": " << (entry && !entry.IsNull() ? flow(entry) : "{}") << "\n";
   }
   const ReportMeta& m = report.meta;
   head << "# Written by " << m.tool << " --write-policy: the ops whose kernels passed every case judged";
-  if (min_speedup) head << " and ran at least " << times(*min_speedup) << " native's speed (geometric mean over cases)";
+  if (min_speedup)
+    head << " and ran at least " << speedup_text(min_speedup) << " native's speed (geometric mean over cases)";
   head << ".\n# Judged: " << one_line(m.trace, 400) << " on " << m.device << ", " << m.date << ", seed " << m.seed
        << ".\n";
   if (!m.interrupted.empty())

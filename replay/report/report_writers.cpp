@@ -41,10 +41,8 @@ std::string general(double v) {
   return buf;
 }
 
-std::string speedup_text(const std::optional<double>& s) { return s ? fixed(*s) + "x" : "-"; }
-
 // An op's speedup cell: "flagged" says why there is none.
-std::string speedup_text(const OpSummary& o) { return o.flagged ? "flagged" : speedup_text(o.speedup); }
+std::string speedup_text(const OpSummary& o) { return o.flagged ? "flagged" : replay::speedup_text(o.speedup); }
 
 nlohmann::ordered_json withheld(const OpSummary& o) {
   if (o.flagged) return "flagged: a kernel caught cheating on one case has no speedup on any";
@@ -58,7 +56,7 @@ std::string overall_line(const Overall& o) {
     << " crashed or timed out, " << o.skipped << " skipped, " << o.flagged << " flagged";
   if (o.invalid) s << ", " << o.invalid << " invalid (native rejects these calls: a harness defect)";
   s << "; speedup (geometric mean "
-    << "over ops) " << speedup_text(o.speedup) << "; ";
+    << "over ops) " << replay::speedup_text(o.speedup) << "; ";
   for (size_t k = 0; k < o.perf_at.size(); ++k)
     s << (k ? ", " : "") << "perf@" << fixed(o.perf_at[k].first, 1) << " " << fixed(o.perf_at[k].second, 2);
   return s.str();
@@ -85,6 +83,8 @@ std::string coverage_text(const Coverage& c) {
 }
 
 }  // namespace
+
+std::string speedup_text(const std::optional<double>& s) { return s ? fixed(*s) + "x" : "-"; }
 
 std::string coverage_line(const Coverage& c) { return coverage_text(c); }
 

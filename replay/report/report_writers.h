@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "replay/report/report.h"
@@ -21,5 +22,8 @@ std::unique_ptr<ReportWriter> make_writer(const std::string& format);
 // The coverage line every report has (and `bbtrace summary --backend`): "judged 97.3% of the traced
 // calls (...), 95.1% of the traced device time; not judged, largest first: op (reason) share, ...".
 std::string coverage_line(const Coverage& c);
+
+// A speedup as every report shows it: "1.67x", "-" for none.
+std::string speedup_text(const std::optional<double>& s);
 
 }  // namespace bb::replay
