@@ -2,14 +2,15 @@
 
 #include <c10/core/CPUAllocator.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 
+#include "replay/timing/cuda_red_zones.h"
 #include "replay/timing/cupti_call_timer.h"
+#include "replay/timing/red_zone_text.h"
 #include "replay/case/spent.h"
 
 namespace bb::replay {
@@ -17,7 +18,6 @@ namespace {
 
 std::atomic<int> g_poison{-1};       // the byte, or -1: off
 std::atomic<int> g_red_zones{0};     // RedZoneScopes alive
-constexpr uint8_t kZoneByte = 0xCB;  // (not a poison byte, not 0: a kernel's stray zero or NaN shows)
 
 // The allocations made with red zones that are still alive, by their data pointer (the pointer handed
 // out is its own context, as c10::Allocator::raw_allocate requires), and the first write outside one
@@ -34,27 +34,7 @@ c10::DeleterFnPtr g_inner_raw_delete = nullptr;
 // Where the zones of `z` (data at `data`) were written, or "".
 std::string zone_damage(const void* data, const Zoned& z) {
   const auto* p = static_cast<const unsigned char*>(data);
-  // (bytes written in a zone, and how far from the allocation the nearest of them is)
-  auto written = [](const unsigned char* zone, bool before) -> std::pair<size_t, size_t> {
-    size_t count = 0, nearest = kRedZone;
-    for (size_t k = 0; k < kRedZone; ++k)
-      if (zone[k] != kZoneByte) ++count, nearest = std::min(nearest, before ? kRedZone - k : k + 1);
-    return {count, nearest};
-  };
-  const auto [before, near_before] = written(p - kRedZone, true);
-  const auto [after, near_after] = written(p + z.n, false);
-  if (!before && !after) return "";
-  auto bytes = [](size_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); };
-  std::string why = "the kernel wrote outside an allocation of " + bytes(z.n) +
-                    " (its own or an argument's), in memory it does not own:";
-  if (before)
-    why += " " + std::to_string(before) + " of the " + std::to_string(kRedZone) + " bytes before its start (the nearest " +
-           bytes(near_before) + " before it)";
-  if (before && after) why += ",";
-  if (after)
-    why += " " + std::to_string(after) + " of the " + std::to_string(kRedZone) + " bytes after its end (the nearest " +
-           bytes(near_after) + " after it)";
-  return why;
+  return zone_damage_text(p - kRedZone, p + z.n, kRedZone, z.n);
 }
 
 // Frees an allocation with red zones (checking them first), or hands any other pointer to the inner
@@ -117,18 +97,28 @@ void install_poisoning_allocator() {
   (void)installed;
 }
 
-RedZoneScope::RedZoneScope() { g_red_zones.fetch_add(1, std::memory_order_relaxed); }
-RedZoneScope::~RedZoneScope() { g_red_zones.fetch_sub(1, std::memory_order_relaxed); }
+RedZoneScope::RedZoneScope() {
+  g_red_zones.fetch_add(1, std::memory_order_relaxed);
+  cuda_red_zones(true);
+}
+RedZoneScope::~RedZoneScope() {
+  g_red_zones.fetch_sub(1, std::memory_order_relaxed);
+  cuda_red_zones(false);
+}
 
 std::string out_of_bounds_writes() {
-  std::lock_guard<std::mutex> lock(g_zoned_mutex);
-  std::string why = std::move(g_stray);
-  g_stray.clear();
-  for (const auto& [data, z] : g_zoned) {
-    if (!why.empty()) break;
-    why = zone_damage(data, z);
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(g_zoned_mutex);
+    why = std::move(g_stray);
+    g_stray.clear();
+    for (const auto& [data, z] : g_zoned) {
+      if (!why.empty()) break;
+      why = zone_damage(data, z);
+    }
   }
-  return why;
+  std::string on_device = cuda_out_of_bounds_writes();  // (called either way: it forgets what it reports)
+  return why.empty() ? on_device : why;
 }
 
 PoisonScope::PoisonScope(uint8_t byte, const c10::Device& device) : cpu_(device.is_cpu()) {

@@ -33,7 +33,8 @@ class PoisonScope {
 // While alive, CPU allocations get red zones (install_poisoning_allocator's allocator): kRedZone bytes
 // of a pattern before and after each, checked by out_of_bounds_writes() and as each is freed. A kernel
 // that writes past either end of its output, its scratch memory or an argument made in the scope (a
-// missing mask, an off-by-one row) is seen, whatever its results are. CUDA memory has none.
+// missing mask, an off-by-one row) is seen, whatever its results are. CUDA allocations get theirs where
+// install_cuda_red_zones() has wrapped the caching allocator (replay/timing/cuda_red_zones.h).
 class RedZoneScope {
  public:
   RedZoneScope();
@@ -44,7 +45,8 @@ class RedZoneScope {
 inline constexpr size_t kRedZone = 4096;
 
 // "" or the first write outside an allocation made in a RedZoneScope since the last call: in those
-// still alive (checked now) or freed meanwhile (checked then). Forgets what it reports.
+// still alive (checked now; on CUDA after the device is synchronized) or freed meanwhile. Forgets what
+// it reports.
 std::string out_of_bounds_writes();
 
 // Bytes two runs use: 0xFF makes floats NaN and integers -1; 0x5A is an ordinary-looking value.

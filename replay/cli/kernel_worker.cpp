@@ -43,6 +43,7 @@
 #include "replay/timing/ipc_buffer.h"
 #include "replay/workers/memory.h"
 #include "replay/case/poison.h"
+#include "replay/timing/cuda_red_zones.h"
 #include "replay/workers/process_state.h"
 #include "replay/case/spent.h"
 #include "replay/workers/tamper.h"
@@ -145,6 +146,9 @@ json hello(State& s, const json& m) {
     computed = watch.first();
   }
   install_poisoning_allocator();
+  // (after loading: what the backend allocated for itself at load time has no zones; where the allocator is
+  // not the native caching one, CUDA memory has none)
+  if (s.run.device.is_cuda()) (void)install_cuda_red_zones();
   // What loading changed in this process's state is set back (the poisoning allocator is bbreplay's own);
   // then every case is compared with it.
   pristine.cpu_allocator = c10::GetCPUAllocator();

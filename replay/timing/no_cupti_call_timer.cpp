@@ -1,3 +1,4 @@
+#include "replay/timing/cuda_red_zones.h"
 #include "replay/timing/cupti_call_timer.h"
 #include "replay/timing/ipc_buffer.h"
 
@@ -11,6 +12,10 @@ std::unique_ptr<CuptiCallTimer> make_cupti_call_timer(int, const std::string&, s
 bool poison_cuda_allocations(int) { return false; }
 
 uint64_t cuda_free_bytes() { return 0; }
+
+bool install_cuda_red_zones() { return false; }
+void cuda_red_zones(bool) {}
+std::string cuda_out_of_bounds_writes() { return ""; }
 
 std::string ipc_create(int, size_t, IpcBuffer*, std::string*) { return "this build of bbreplay has no CUDA parts"; }
 std::string ipc_open(int, const std::string&, size_t, IpcBuffer*) { return "this build of bbreplay has no CUDA parts"; }

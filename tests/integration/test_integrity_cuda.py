@@ -1,5 +1,6 @@
 """Integrity on CUDA: each cheating kernel in tests/cheats/cuda/ is flagged by bbreplay's timed CUDA
-replay with its cheat's name; native itself and backends/cuda_example are not. Skipped (exit 77)
+replay with its cheat's name; native itself and backends/cuda_example are not; kernels that write outside
+their device memory fail (tests/backends/out_of_bounds_cuda). Skipped (exit 77)
 where there is no GPU."""
 import unittest
 
@@ -12,6 +13,7 @@ torch.manual_seed(0)
 torch.relu(torch.randn(1024, 1024, device="cuda"))
 a = torch.randn(256, 256, device="cuda")
 torch.mm(a, a)
+torch.neg(torch.randn(3, 1000, device="cuda"))
 torch.cuda.synchronize()
 """
 
@@ -52,6 +54,20 @@ class IntegrityCuda(ReplayOfProgram):
                     self.assertIn(flag, c["flags"], c)
                 summary = {o["op"]: o for o in data["ops"]}[op]
                 self.assertIsNone(summary["speedup_geomean"])  # flagged: no speedup on any case
+
+    def test_a_kernel_writing_outside_its_device_memory_fails_though_its_results_are_right(self):
+        # relu writes one float past its output's end, neg the 16 before its start: writes a few bytes off
+        # that no device faults on, seen by the red zones of the kernel's CUDA allocations
+        data, r = self.replay("--backend", ROOT / "tests" / "backends" / "out_of_bounds_cuda", "--ops", "relu,neg",
+                              "--check-only")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        cases = [c for c in data["cases"] if c["op"] in ("aten::relu", "aten::neg")]
+        self.assertEqual({c["op"] for c in cases}, {"aten::relu", "aten::neg"}, r.stdout)
+        for c in cases:
+            with self.subTest(op=c["op"], signature=c["signature"]):
+                self.assertEqual((c["status"], c["flags"]), ("failed", []), c)
+                where = "after its end" if c["op"] == "aten::relu" else "before its start"
+                self.assertRegex(c["message"], "wrote outside a CUDA allocation of .* " + where, c)
 
     def test_native_and_the_sample_backend_raise_no_flag_when_timed(self):
         for backend in ([], ["--backend", ROOT / "backends" / "cuda_example"]):
