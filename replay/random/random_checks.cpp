@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <vector>
 
 #include "policy/verify/compare.h"
 #include "policy/policy.h"
@@ -62,32 +63,37 @@ double relative_rounding(c10::ScalarType t) {
   }
 }
 
-// Values outside the distribution's support, NaN included.
-std::string range_error(const Model& m, const at::Tensor& x, c10::ScalarType dtype) {
-  const double eps = relative_rounding(dtype);
-  if (x.isnan().any().item<bool>()) return "NaN among the values";
-  auto any = [&](const at::Tensor& bad) { return bad.any().item<bool>(); };
+// Values outside the distribution's support, NaN included. On the values as the kernel returned them
+// (its dtype, no copy in double): the support's bounds against their least and largest values, each
+// read exactly as a double.
+std::string range_error(const Model& m, const at::Tensor& x) {
+  const bool floating = at::isFloatingType(x.scalar_type());
+  if (floating && x.isnan().any().item<bool>()) return "NaN among the values";
+  if (x.numel() == 0) return "";
+  const auto [lo, hi] = at::aminmax(x);
+  const double least = lo.item<double>(), most = hi.item<double>();
+  auto fractional = [&] { return floating && (x != x.floor()).any().item<bool>(); };
   std::ostringstream s;
   switch (m.d) {
     case D::Bernoulli:
     case D::BernoulliTensor:
-      if (any((x != 0) & (x != 1))) return "values other than 0 and 1";
+      if (((x != 0) & (x != 1)).any().item<bool>()) return "values other than 0 and 1";
       break;
     case D::Uniform: {  // (the bounds as the dtype holds them: float32 from = 0.416667 is below the double)
-      const double lo = m.a - std::fabs(m.a) * eps, hi = m.b + std::fabs(m.b) * eps;
-      if (any((x < lo) | (x > hi))) s << "values outside [" << m.a << ", " << m.b << "]";
+      const double eps = relative_rounding(x.scalar_type());
+      if (least < m.a - std::fabs(m.a) * eps || most > m.b + std::fabs(m.b) * eps)
+        s << "values outside [" << m.a << ", " << m.b << "]";
       break;
     }
     case D::Exponential:
     case D::LogNormal:
-      if (any(x < 0)) s << "negative values";
+      if (least < 0) s << "negative values";
       break;
     case D::Geometric:
-      if (any((x < 1) | (x != x.floor()))) s << "values that are not integers 1, 2, ...";
+      if (least < 1 || fractional()) s << "values that are not integers 1, 2, ...";
       break;
     case D::Integers:
-      if (any((x < m.a) | (x >= m.b) | (x != x.floor())))
-        s << "values that are not integers in [" << m.a << ", " << m.b << ")";
+      if (least < m.a || most >= m.b || fractional()) s << "values that are not integers in [" << m.a << ", " << m.b << ")";
       break;
     default: break;
   }
@@ -96,15 +102,31 @@ std::string range_error(const Model& m, const at::Tensor& x, c10::ScalarType dty
 
 // Counts below and at each quantile, each within its one-sided exact binomial bound. A threshold is
 // a value of the result's dtype: for any monotone rounding that keeps such values, P(x < t) <=
-// P(X < t) and P(x <= t) >= P(X <= t), so the bounds hold whatever the kernel rounds to.
-std::string quantile_counts(const Model& m, const at::Tensor& x, c10::ScalarType dtype, double alpha) {
+// P(X < t) and P(x <= t) >= P(X <= t), so the bounds hold whatever the kernel rounds to. All counts
+// come from two passes over the values in their own dtype (the thresholds are values of it, so every
+// comparison is exact): the number of thresholds at most each value and below it, histogrammed.
+std::string quantile_counts(const Model& m, const at::Tensor& x, double alpha) {
   const int64_t n = x.numel();
+  std::vector<double> qs, ts;  // (thresholds in the quantiles' order: nondecreasing)
   for (double q : kQuantiles) {
     const double exact = quantile(m, q);
     if (!std::isfinite(exact)) continue;
-    const double t = at::scalar_tensor(exact, at::kDouble).to(dtype).item<double>();
+    const double t = at::scalar_tensor(exact, at::kDouble).to(x.scalar_type()).item<double>();
     if (!std::isfinite(t)) continue;
-    const int64_t under = (x < t).sum().item<int64_t>(), upto = (x <= t).sum().item<int64_t>();
+    qs.push_back(q), ts.push_back(t);
+  }
+  if (ts.empty()) return "";
+  const int64_t k = static_cast<int64_t>(ts.size());
+  const at::Tensor bounds = at::tensor(ts, at::kDouble).to(x.device(), x.scalar_type());
+  // (x < t_j: fewer than j + 1 thresholds at most x; x <= t_j: fewer than j + 1 below it)
+  auto counts = [&](bool right) {
+    const at::Tensor at_most = at::bucketize(x, bounds, /*out_int32=*/true, right);
+    return at::bincount(at_most, {}, k + 1).cumsum(0).cpu();
+  };
+  const at::Tensor under_all = counts(true), upto_all = counts(false);
+  for (int64_t j = 0; j < k; ++j) {
+    const double q = qs[static_cast<size_t>(j)], t = ts[static_cast<size_t>(j)];
+    const int64_t under = under_all[j].item<int64_t>(), upto = upto_all[j].item<int64_t>();
     const double p_under = below(m, t), p_upto = at_most(m, t);
     const auto hi = stats::binomial_interval(n, p_under, 2 * alpha);
     const auto lo = stats::binomial_interval(n, p_upto, 2 * alpha);
@@ -118,7 +140,7 @@ std::string quantile_counts(const Model& m, const at::Tensor& x, c10::ScalarType
 }
 
 std::string ones_count(const at::Tensor& ones, double p, double alpha) {
-  const int64_t n = ones.numel(), k = ones.sum().item<int64_t>();
+  const int64_t n = ones.numel(), k = (ones != 0).sum().item<int64_t>();
   const auto b = stats::binomial_interval(n, p, alpha);
   return k < b.lo || k > b.hi ? stats::describe_count("ones", k, n, p, b, alpha) : "";
 }
@@ -192,13 +214,15 @@ std::string check_values(const Model& m, const at::Tensor& values, const at::Ten
   if (m.d == D::Dropout || m.d == D::FusedDropout)
     return dropout(m.d == D::Dropout ? 1 - m.a : m.a, values, mask, input, alpha);
   // (on the values' device: a GPU counts the tens of millions of elements of a weight's init in
-  // milliseconds, where copying them to the host and counting there took seconds a case)
-  const at::Tensor x = values.to(at::kDouble).reshape(-1);
-  if (std::string bad = range_error(m, x, values.scalar_type()); !bad.empty()) return bad;
+  // milliseconds, where copying them to the host and counting there took seconds a case; and in their
+  // dtype, as a copy in double of a CPU weight's 262 million took longer than the counting)
+  const at::Tensor x = (values.scalar_type() == at::kBool ? values.to(at::kByte) : values).reshape(-1);
+  if (std::string bad = range_error(m, x); !bad.empty()) return bad;
   if (m.d == D::Bernoulli) return ones_count(x, m.a, alpha);
   if (m.d == D::BernoulliTensor)
-    return ones_per_probability(x, probabilities.to(x.device(), at::kDouble).expand(values.sizes()).reshape(-1), alpha);
-  return quantile_counts(m, x, values.scalar_type(), alpha);
+    return ones_per_probability(x.to(at::kDouble),
+                                probabilities.to(x.device(), at::kDouble).expand(values.sizes()).reshape(-1), alpha);
+  return quantile_counts(m, x, alpha);
 }
 
 double log_identical(const Model& m, int64_t n, const at::Tensor& probabilities) {

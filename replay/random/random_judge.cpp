@@ -214,11 +214,23 @@ Judged judge_once(const BoundCall& call, const RandomOp& op, const RandomSides& 
   Spent spent(phase::kCompare);  // (the judge's statistics are its comparison)
   if (std::string why = shape_mismatch(native, j.got); !why.empty()) return j.verdict = {Status::Failed, why}, j;
   const bool dropout = op.distribution == Distribution::Dropout || op.distribution == Distribution::FusedDropout;
-  const at::Tensor mask = dropout && j.got.size() > 1 && j.got[1].isTensor() ? j.got[1].toTensor() : at::Tensor();
   const at::Tensor input = dropout ? j.inputs[0].toTensor() : at::Tensor();
   const at::Tensor probabilities = tensor_arg(call, j.inputs, op.probabilities);
-  const std::string why = check_values(model_of(call, op), j.got[0].toTensor(), mask, input, probabilities, alpha);
-  if (!why.empty()) j.verdict = {Status::Failed, why};
+  auto why_not = [&](const Values& v) {
+    const at::Tensor mask = dropout && v.size() > 1 && v[1].isTensor() ? v[1].toTensor() : at::Tensor();
+    return check_values(model_of(call, op), v[0].toTensor(), mask, input, probabilities, alpha);
+  };
+  const std::string why = why_not(j.got);
+  if (why.empty()) return j;
+  // A check native's own values fail too cannot tell an honest kernel from another here (torch's CPU
+  // bfloat16 uniform_ draws from its parameters rounded to bfloat16, its normal_ from bfloat16-rounded
+  // uniforms): not held against the kernel.
+  if (std::string native_why = why_not(native); !native_why.empty()) {
+    j.verdict = {Status::Skipped, "not judged: native's own values fail the same check (" + native_why +
+                                      "), so it cannot tell an honest kernel here; the kernel's: " + why};
+    return j;
+  }
+  j.verdict = {Status::Failed, why};
   return j;
 }
 

@@ -93,5 +93,26 @@ class RandomOps(ReplayOfProgram):
         self.assertIn("aten::native_dropout", r.stdout.split("judged by their properties")[1])
 
 
+class NativeFailsACheck(ReplayOfProgram):
+    # torch's CPU bfloat16 uniform_ draws from its bounds rounded to bfloat16 (-0.3 is -0.30078): its
+    # values fail the quantile counts of U(-0.3, 0.7). A check native fails itself is not held against
+    # the kernel: the case is not judged (skipped, saying why), neither failed nor passed.
+    PROGRAM = """
+import torch
+torch.manual_seed(0)
+torch.empty(300, 1000, dtype=torch.bfloat16).uniform_(-0.3, 0.7)
+torch.empty(300, 1000).uniform_(-0.3, 0.7)
+"""
+
+    def test_a_check_native_fails_itself_judges_nothing(self):
+        data, r = self.replay("--device", "cpu", "--variants", "traced", "--check-only")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        by = {c["signature"].split("[")[0]: c for c in data["cases"] if c["op"] == "aten::uniform_"}
+        self.assertEqual(sorted(by), ["bfloat16", "float32"], r.stdout)
+        self.assertEqual(by["float32"]["status"], "passed", by["float32"])
+        self.assertEqual(by["bfloat16"]["status"], "skipped", by["bfloat16"])
+        self.assertIn("native's own values fail the same check (values below", by["bfloat16"]["message"])
+
+
 if __name__ == "__main__":
     unittest.main()
