@@ -16,8 +16,8 @@
 namespace bb::replay {
 namespace {
 
-std::atomic<int> g_poison{-1};       // the byte, or -1: off
-std::atomic<int> g_red_zones{0};     // RedZoneScopes alive
+std::atomic<int> g_poison{-1};    // the byte, or -1: off
+std::atomic<int> g_red_zones{0};  // RedZoneScopes alive
 
 // The allocations made with red zones that are still alive, by their data pointer (the pointer handed
 // out is its own context, as c10::Allocator::raw_allocate requires), and the first write outside one

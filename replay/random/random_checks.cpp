@@ -93,7 +93,8 @@ std::string range_error(const Model& m, const at::Tensor& x) {
       if (least < 1 || fractional()) s << "values that are not integers 1, 2, ...";
       break;
     case D::Integers:
-      if (least < m.a || most >= m.b || fractional()) s << "values that are not integers in [" << m.a << ", " << m.b << ")";
+      if (least < m.a || most >= m.b || fractional())
+        s << "values that are not integers in [" << m.a << ", " << m.b << ")";
       break;
     default: break;
   }
@@ -176,8 +177,8 @@ std::string dropout(double keep, const at::Tensor& out, const at::Tensor& mask, 
   if ((o.masked_select(~kept) != 0).any().item<bool>()) return "dropped elements (mask false) are not zero";
   if (keep > 0) {
     const at::Tensor expected = (input.to(out.device()) * (1 / keep)).masked_select(kept);
-    if (auto m = verify::compare_tensors(expected, out.masked_select(kept),
-                                         verify::default_tolerance(out.scalar_type())))
+    if (auto m =
+            verify::compare_tensors(expected, out.masked_select(kept), verify::default_tolerance(out.scalar_type())))
       return "kept elements are not the input scaled by 1/(1-p) = " + std::to_string(1 / keep) + ": " + m->detail;
   }
   const int64_t n = counted.sum().item<int64_t>(), k = (kept & counted).sum().item<int64_t>();

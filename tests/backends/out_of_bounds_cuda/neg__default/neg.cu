@@ -21,7 +21,7 @@ at::Tensor neg(const at::Tensor& self) {
   const int64_t n = x.numel();
   const int blocks = static_cast<int>(std::min<int64_t>((n + 16) / 256 + 1, 65535));
   neg_and_before<<<blocks, 256, 0, c10::cuda::getCurrentCUDAStream()>>>(x.const_data_ptr<float>(),
-                                                                         out.mutable_data_ptr<float>(), n);
+                                                                        out.mutable_data_ptr<float>(), n);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return out;
 }
