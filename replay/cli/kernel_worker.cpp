@@ -149,9 +149,10 @@ json hello(State& s, const json& m) {
   // (after loading: what the backend allocated for itself at load time has no zones; where the allocator is
   // not the native caching one, CUDA memory has none)
   if (s.run.device.is_cuda()) (void)install_cuda_red_zones();
-  // What loading changed in this process's state is set back (the poisoning allocator is bbreplay's own);
-  // then every case is compared with it.
+  // What loading changed in this process's state is set back (the poisoning allocator and the CUDA
+  // red zones' are bbreplay's own); then every case is compared with it.
   pristine.cpu_allocator = c10::GetCPUAllocator();
+  pristine.cuda_allocator = cuda_allocator();
   (void)restore_process_state(pristine);
   keep_process_baseline();
   json report = {{"load", load_findings(s, before, computed)}, {"problems", s.backend.problems}};

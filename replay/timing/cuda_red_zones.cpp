@@ -300,4 +300,13 @@ std::string cuda_out_of_bounds_writes() {
   return why;
 }  // (the blocks kept from reuse freed here)
 
+void* cuda_allocator() { return cache::get(); }
+
+void set_cuda_allocator(void* allocator) {
+  if (!allocator) return;
+  auto* a = static_cast<cache::CUDAAllocator*>(allocator);
+  cache::allocator.store(a);
+  c10::SetAllocator(c10::DeviceType::CUDA, a, /*priority=*/UINT8_MAX);
+}
+
 }  // namespace bb::replay

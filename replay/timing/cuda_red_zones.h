@@ -32,4 +32,11 @@ void cuda_red_zones(bool on);
 // frees the blocks kept from reuse.
 std::string cuda_out_of_bounds_writes();
 
+// The allocator torch's CUDA tensors take their memory from (c10::cuda::CUDACachingAllocator::get()),
+// opaque; null where this build has no CUDA parts. For the kernel worker's process-state check: a kernel
+// that put another in its place would take its allocations out of the red zones and the poisoning.
+void* cuda_allocator();
+// Puts `allocator` (a value cuda_allocator() returned) back in place.
+void set_cuda_allocator(void* allocator);
+
 }  // namespace bb::replay

@@ -16,6 +16,8 @@ uint64_t cuda_free_bytes() { return 0; }
 bool install_cuda_red_zones() { return false; }
 void cuda_red_zones(bool) {}
 std::string cuda_out_of_bounds_writes() { return ""; }
+void* cuda_allocator() { return nullptr; }
+void set_cuda_allocator(void*) {}
 
 std::string ipc_create(int, size_t, IpcBuffer*, std::string*) { return "this build of bbreplay has no CUDA parts"; }
 std::string ipc_open(int, const std::string&, size_t, IpcBuffer*) { return "this build of bbreplay has no CUDA parts"; }

@@ -16,6 +16,8 @@
 #include <optional>
 #include <sstream>
 
+#include "replay/timing/cuda_red_zones.h"
+
 namespace bb::replay {
 namespace {
 
@@ -67,6 +69,7 @@ unsigned fp_control() {
 ProcessState process_state() {
   ProcessState s;
   s.cpu_allocator = c10::GetCPUAllocator();
+  s.cuda_allocator = cuda_allocator();
   s.threads = at::get_num_threads();
   s.interop_threads = at::get_num_interop_threads();
   s.fp_control = fp_control();
@@ -89,6 +92,10 @@ std::string restore_process_state(const ProcessState& before) {
   if (now.cpu_allocator != before.cpu_allocator) {
     what << (what.tellp() > 0 ? ", " : "") << "the CPU allocator";
     c10::SetCPUAllocator(before.cpu_allocator, /*priority=*/UINT8_MAX);
+  }
+  if (now.cuda_allocator != before.cuda_allocator) {
+    what << (what.tellp() > 0 ? ", " : "") << "the CUDA allocator";
+    set_cuda_allocator(before.cuda_allocator);
   }
   if (now.threads != before.threads) {
     changed("intra-op threads", before.threads, now.threads);

@@ -1,5 +1,5 @@
 // Process-wide state that native's runs depend on and that a kernel under test can change from inside
-// its call: the CPU allocator, intra- and inter-op thread counts, the calling thread's floating-point
+// its call: the CPU and CUDA allocators, intra- and inter-op thread counts, the calling thread's floating-point
 // control (flush-to-zero), CPU affinity and scheduling priority, RecordFunction callbacks (a callback
 // outliving the kernel's call sees native's calls and the harness's input copies), ATen's global
 // backend switches (cuDNN, deterministic algorithms, oneDNN), and the handlers of fault signals. bbreplay's worker takes it once set up
@@ -21,6 +21,7 @@ namespace bb::replay {
 
 struct ProcessState {
   c10::Allocator* cpu_allocator = nullptr;
+  void* cuda_allocator = nullptr;  // (replay/timing/cuda_red_zones.h; null without CUDA parts)
   int threads = 0, interop_threads = 0;
   unsigned fp_control = 0;  // x86: MXCSR's flush-to-zero and denormals-are-zero bits; 0 elsewhere
   cpu_set_t affinity{};

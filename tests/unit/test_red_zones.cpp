@@ -10,6 +10,7 @@
 #include "catch.h"
 #include "replay/case/poison.h"
 #include "replay/timing/cuda_red_zones.h"
+#include "replay/workers/process_state.h"
 
 using bb::replay::out_of_bounds_writes;
 using bb::replay::RedZoneScope;
@@ -75,11 +76,20 @@ void stray(const at::Tensor& t, int64_t offset, int64_t count) {
 TEST_CASE("CUDA allocations made under red zones: writes outside them are found on the device") {
   // (torch's CUDA kernels live in libtorch_cuda, which nothing here links: loaded as bbreplay loads it)
   const std::string torch_cuda = std::string(BB_TORCH_LIB_DIR) + "/libtorch_cuda.so";
+  void* caching = bb::replay::cuda_allocator();  // (the caching allocator itself, before the wrapper)
   if (::access(torch_cuda.c_str(), R_OK) != 0 || !::dlopen(torch_cuda.c_str(), RTLD_NOW | RTLD_GLOBAL) ||
       !bb::replay::install_cuda_red_zones()) {
     WARN("no CUDA device (or not the native caching allocator): skipped");
     return;
   }
+  // A kernel that puts the caching allocator back in place (its allocations out of the zones) changes
+  // the kernel worker's process state: said, and set back.
+  CHECK(bb::replay::cuda_allocator() != caching);
+  const bb::replay::ProcessState zoned = bb::replay::process_state();
+  bb::replay::set_cuda_allocator(caching);
+  CHECK(bb::replay::restore_process_state(zoned) == "the CUDA allocator");
+  CHECK(bb::replay::cuda_allocator() == zoned.cuda_allocator);
+
   (void)out_of_bounds_writes();
   at::Tensor inside, after, before;
   {
