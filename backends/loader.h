@@ -31,6 +31,9 @@ struct Backend {
   // Folders of Python kernels, when this process has no Python interpreter to import them in (bbbackend):
   // "<folder>: <files>", neither kernels nor problems here.
   std::vector<std::string> python_elsewhere;
+  // Where the backend has Python kernels: seconds this process has spent importing their files and in
+  // Triton's compiler (python/bridge.h, Bridge::load_seconds); null otherwise.
+  double (*python_load_seconds)() = nullptr;
 };
 
 // Why `op` cannot be routed at BackendSelect, or "" when it can (then *handle is set).

@@ -15,8 +15,9 @@ const python::Bridge* open_bridge(const Toolchain& tc, PythonBridge& b) {
   b.tried = true;
   struct stat st;
   if (tc.python_bridge.empty() || ::stat(tc.python_bridge.c_str(), &st) != 0) {
-    b.why = "need bbshim's Python bridge (libbbshim_python.so), which this build lacks: it is built when CMake "
-            "finds Python's headers (python3-dev)";
+    b.why =
+        "need bbshim's Python bridge (libbbshim_python.so), which this build lacks: it is built when CMake "
+        "finds Python's headers (python3-dev)";
   } else if (void* lib = ::dlopen(tc.python_bridge.c_str(), RTLD_NOW | RTLD_LOCAL); !lib) {
     b.why = "cannot load " + tc.python_bridge + ": " + ::dlerror();
   } else if (auto fn = reinterpret_cast<const python::Bridge* (*)()>(::dlsym(lib, "bb_python_bridge_v1")); !fn) {
@@ -68,8 +69,9 @@ void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge
     return;
   }
   if (!python_in_process()) {  // bbbackend, or the preload in a program that is not Python
-    out.python_elsewhere.push_back(dir.path + ": " + dir.python.front() +
-                                   (dir.python.size() > 1 ? " and " + std::to_string(dir.python.size() - 1) + " more" : ""));
+    out.python_elsewhere.push_back(
+        dir.path + ": " + dir.python.front() +
+        (dir.python.size() > 1 ? " and " + std::to_string(dir.python.size() - 1) + " more" : ""));
     return;
   }
   const python::Bridge* bridge = open_bridge(tc, b);
@@ -77,6 +79,7 @@ void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge
     out.problems.push_back(dir.path + ": Python kernels " + b.why);
     return;
   }
+  out.python_load_seconds = bridge->load_seconds;
   std::vector<std::string> skipped;
   size_t loaded = 0;
   for (const std::string& op : ops) {
@@ -88,8 +91,12 @@ void load_python_kernels(const KernelDir& dir, const Toolchain& tc, PythonBridge
       skipped.push_back(op + " (" + obstacle + ")");
       continue;
     }
-    python::KernelSpec spec{op, dir.python, dir.python_symbol, module_prefix(dir.path),
-                            [](const std::string& m) { log::warn("backend " + m); }, tc.python_import_timeout_s};
+    python::KernelSpec spec{op,
+                            dir.python,
+                            dir.python_symbol,
+                            module_prefix(dir.path),
+                            [](const std::string& m) { log::warn("backend " + m); },
+                            tc.python_import_timeout_s};
     const abi::Kernel* k = bridge->make_kernel(spec, handle->schema());
     out.kernels.push_back({op, dir.python.front(), tc.python_bridge, k, *handle});
     ++loaded;

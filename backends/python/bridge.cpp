@@ -11,6 +11,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -166,13 +168,45 @@ def _torch_ready():
     torch = sys.modules.get("torch")
     spec = getattr(torch, "__spec__", None)
     return torch is not None and not getattr(spec, "_initializing", False)
+
+
+def _watch_triton_compiles():
+    """Once Triton is imported: each compile's time as Triton's compiler accounts for it (IR made, lowering
+    stages, results stored; a compile found in Triton's cache too) added to the bridge's count, with any
+    listener set before still called. True once installed."""
+    import sys
+    knobs = getattr(sys.modules.get("triton"), "knobs", None)
+    compilation = getattr(knobs, "compilation", None)
+    if compilation is None or not hasattr(compilation, "listener"):
+        return False  # (not imported, or a Triton without the listener: its compiles stay in "kernel runs")
+    before = compilation.listener
+
+    def listener(*args, **kwargs):
+        times = kwargs.get("times")
+        _note_compile_us(int(getattr(times, "total", 0) or 0))
+        if before is not None:
+            before(*args, **kwargs)
+
+    compilation.listener = listener
+    return True
 )PY";
+
+// Nanoseconds this process spent loading Python kernels (their files imported on a first call) and in
+// Triton's compiler (Bridge::load_seconds). Atomic: kernels load under the GIL, but it is read without it.
+std::atomic<uint64_t>& load_ns() {
+  static std::atomic<uint64_t> ns{0};
+  return ns;
+}
+
+double load_seconds() { return static_cast<double>(load_ns().load(std::memory_order_relaxed)) / 1e9; }
 
 py::object& bbshim_module() {
   static py::object* m = nullptr;  // never destroyed: it would outlive the interpreter at exit
   if (!m) {
     py::object module = py::module_::import("types").attr("ModuleType")("bbshim");
     py::exec(kModuleSource, module.attr("__dict__"));
+    module.attr("_note_compile_us") = py::cpp_function(
+        [](int64_t us) { load_ns().fetch_add(static_cast<uint64_t>(std::max<int64_t>(us, 0)) * 1000); });
     py::dict modules = py::module_::import("sys").attr("modules");
     if (!modules.contains("bbshim")) modules["bbshim"] = module;
     m = new py::object(module);
@@ -266,9 +300,26 @@ struct PythonKernel final : c10::OperatorKernel {
     if (!failure.empty()) throw std::runtime_error(failure);
   }
 
+  // The files imported and the kernel found (once), timed for Bridge::load_seconds: the import's time less
+  // the Triton compiles inside it (the listener counts those), and the listener set up once Triton is in
+  // the process (the first load after it was imported).
   void load(const c10::FunctionSchema& schema) {
     if (tried) return;
     tried = true;
+    const auto start = std::chrono::steady_clock::now();
+    const uint64_t counted = load_ns().load();
+    import_files(schema);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+    const uint64_t inside = load_ns().load() - counted;
+    if (static_cast<uint64_t>(ns.count()) > inside) load_ns().fetch_add(static_cast<uint64_t>(ns.count()) - inside);
+    static bool watching = false;  // (under the GIL)
+    if (!watching) try {
+        watching = bbshim_module().attr("_watch_triton_compiles")().cast<bool>();
+      } catch (const std::exception&) {  // (py::error_already_set, a cast error: the compiles stay uncounted)
+      }
+  }
+
+  void import_files(const c10::FunctionSchema& schema) {
     py::object& m = bbshim_module();
     decline = new py::object(m.attr("Decline"));
     std::vector<py::object> registered;
@@ -381,7 +432,7 @@ const abi::Kernel* make_kernel(const KernelSpec& spec, const c10::FunctionSchema
                          schema, "Python"};
 }
 
-const Bridge kBridge{kBridgeVersion, &make_kernel};
+const Bridge kBridge{kBridgeVersion, &make_kernel, &load_seconds};
 
 }  // namespace
 }  // namespace bb::backends::python

@@ -13,7 +13,7 @@
 
 namespace bb::backends::python {
 
-inline constexpr int kBridgeVersion = 2;
+inline constexpr int kBridgeVersion = 3;
 
 struct KernelSpec {
   std::string op;                  // aten::relu (an overload this torch has)
@@ -31,6 +31,10 @@ struct Bridge {
   // A kernel that imports the files on its first call (with the GIL, once torch has finished importing)
   // and calls the function; a file that cannot be used makes every call fail with the reason.
   const abi::Kernel* (*make_kernel)(const KernelSpec& spec, const c10::FunctionSchema& schema);
+  // Seconds this process has spent loading Python kernels (importing their files, on each kernel's first
+  // call) and in Triton's compiler (each compile, as Triton's compile listener reports it, once Triton is
+  // imported): bbreplay's kernel worker charges them to their own phase, out of "kernel runs".
+  double (*load_seconds)();
 };
 
 }  // namespace bb::backends::python

@@ -11,19 +11,21 @@
 namespace bb::replay {
 
 namespace phase {
-inline constexpr const char* kInputs = "inputs";                // building input sets and copies of them
-inline constexpr const char* kNative = "native runs";           // native's untimed calls
-inline constexpr const char* kKernel = "kernel runs";           // the kernel's untimed calls
-inline constexpr const char* kTimed = "timed runs";             // inside the clock (host) or CUPTI window (CUDA)
-inline constexpr const char* kEvict = "eviction and sync";      // cache eviction, synchronization
-inline constexpr const char* kCompare = "comparison";           // results against native's, tolerances
-inline constexpr const char* kReference = "float64 reference";  // float64 and lower-precision references
-inline constexpr const char* kIntegrity = "integrity";          // poisoning, input-mutation and output checks
-inline constexpr const char* kTransfer = "transfer";            // values to and from the kernel's process
-inline constexpr const char* kCupti = "CUPTI records";          // CUDA: CUPTI's records handed over and read
+inline constexpr const char* kInputs = "inputs";                    // building input sets and copies of them
+inline constexpr const char* kNative = "native runs";               // native's untimed calls
+inline constexpr const char* kKernel = "kernel runs";               // the kernel's untimed calls
+inline constexpr const char* kTimed = "timed runs";                 // inside the clock (host) or CUPTI window (CUDA)
+inline constexpr const char* kEvict = "eviction and sync";          // cache eviction, synchronization
+inline constexpr const char* kCompare = "comparison";               // results against native's, tolerances
+inline constexpr const char* kReference = "float64 reference";      // float64 and lower-precision references
+inline constexpr const char* kIntegrity = "integrity";              // poisoning, input-mutation and output checks
+inline constexpr const char* kTransfer = "transfer";                // values to and from the kernel's process
+inline constexpr const char* kCupti = "CUPTI records";              // CUDA: CUPTI's records handed over and read
 inline constexpr const char* kMemory = "device memory given back";  // after a large case: caches emptied (both sides)
-inline constexpr const char* kAll[] = {kInputs,    kNative,    kKernel,   kTimed, kEvict, kCompare,
-                                       kReference, kIntegrity, kTransfer, kCupti, kMemory};
+// Python kernels' first calls: their files imported, and Triton compiling (the kernel's process)
+inline constexpr const char* kLoad = "kernel import and compile";
+inline constexpr const char* kAll[] = {kInputs,    kNative,    kKernel,   kTimed, kEvict,  kCompare,
+                                       kReference, kIntegrity, kTransfer, kCupti, kMemory, kLoad};
 // Not a phase: a scope of this charges nothing (its time stays the report's "other in the worker"), but the
 // profile by place names its line, so that what no phase names can be found (e.g. a step's own code).
 inline constexpr const char* kUnnamed = "(no phase)";

@@ -328,7 +328,18 @@ json run(State& s, const json& m) {
   return guarded([&] {
     std::optional<PoisonScope> scope;
     if (poison) scope.emplace(static_cast<uint8_t>(poison), s.run.device);
-    set.runs.push_back(call(s.op, s.kernel, set.args, s.run));
+    {
+      // (a Python kernel's first call imports its files, and a Triton kernel compiles on its first call of
+      // each shape and dtype: that time is charged to its own phase, not to "kernel runs", raised or not)
+      struct ChargeLoad {
+        double (*seconds)();
+        double before;
+        ~ChargeLoad() {
+          if (seconds) Spent::charge_within(phase::kLoad, seconds() - before);
+        }
+      } charge{s.backend.python_load_seconds, s.backend.python_load_seconds ? s.backend.python_load_seconds() : 0};
+      set.runs.push_back(call(s.op, s.kernel, set.args, s.run));
+    }
     scope.reset();
     zones.reset();
     json out = called_json(set);

@@ -11,6 +11,7 @@ from support import BUILD, PYTHON, ROOT, ReplayOfProgram, TempDirTest, base_env,
 from test_routing import summary_row
 
 PY_BACKEND = ROOT / "tests" / "backends" / "python"
+COMPILE_LISTENER = ROOT / "tests" / "backends" / "compile_listener"
 LOAD_INLINE = ROOT / "tests" / "backends" / "backendbench_cpp"
 EXTENSIONS = BUILD / "torch-extensions"  # torch's load_inline builds (TORCH_EXTENSIONS_DIR)
 BRIDGE = BUILD / "lib" / "libbbshim_python.so"
@@ -235,6 +236,8 @@ class ReplayOfPythonKernels(ReplayOfProgram):
             self.assertTrue(by_op.get(op), (op, r.stdout[-2000:], r.stderr[-2000:]))
             for c in by_op[op]:
                 self.assertEqual((c["status"], c["flags"]), ("passed", []), c)
+            # (its first call imported its file: that time has its own phase)
+            self.assertGreater(by_op[op][0]["spent"].get("kernel import and compile", 0), 0, by_op[op][0])
         for c in by_op["aten::exp"]:
             self.assertNotEqual(c["status"], "passed", c)
             self.assertIn("exp kernel failed on purpose", c["message"], c)
@@ -244,6 +247,18 @@ class ReplayOfPythonKernels(ReplayOfProgram):
 
     def test_every_python_cheat_is_flagged_by_name(self):
         assert_every_cheat_flagged(self, "--device", "cpu", "--check-only")
+
+    def test_imports_and_compiles_are_their_own_phase(self):
+        # A kernel's first call imports its file; a stand-in for Triton reports a 0.2 s compile on each
+        # new shape to Triton's compile listener: both charged to their phase, not to "kernel runs".
+        data, r = self.replay("--backend", COMPILE_LISTENER, "--ops", "relu", "--device", "cpu", "--check-only",
+                              "--variants", "traced,odd-size")
+        cases = [c for c in data["cases"] if c["op"] == "aten::relu"]
+        self.assertEqual(len(cases), 2, r.stdout[-2000:] + r.stderr[-2000:])
+        for c in cases:
+            self.assertEqual(c["status"], "passed", c)
+            self.assertGreaterEqual(c["spent"].get("kernel import and compile", 0), 0.2, c)
+            self.assertLess(c["spent"].get("kernel runs", 0), 0.2, c)
 
 
 class ReplayOfLoadInline(ReplayOfProgram):
