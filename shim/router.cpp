@@ -252,6 +252,7 @@ struct Routing {
   std::vector<const Route*> routes;  // owned by the dispatcher
   std::string backend_dir, policy_source;
   bool backend_named_by_policy = false;
+  double (*python_load_seconds)() = nullptr;  // the backend's Python kernels: imports and Triton compiles
 };
 Routing& routing() {
   static auto* r = new Routing;
@@ -293,6 +294,7 @@ int start_routing(backends::Backend backend, policy::Policy policy, bool named_b
   }
   state.backend_dir = backend.dir;
   state.backend_named_by_policy = named_by_policy;
+  state.python_load_seconds = backend.python_load_seconds;
   state.policy_source = implied ? "" : kept_policy->source;
   if (routed) install_crash_guard();
   return routed;
@@ -338,6 +340,12 @@ std::string routing_summary() {
   }
   s << "  (unmet: the policy's condition was false; passed: meta/fake/sparse/quantized inputs; native: the "
        "kernel called the op it replaces or another compute op, and native ran)\n";
+  // (a Triton backend compiles on each kernel's first call of each shape and dtype, inside the program's
+  // steps: said, so that a slow first step is not taken for slow kernels)
+  if (state.python_load_seconds)
+    if (const double seconds = state.python_load_seconds(); seconds > 0)
+      notes << "  Python kernels: " << std::fixed << std::setprecision(2) << seconds
+            << " s importing their files and in Triton's compiler (first calls, inside the routed calls)\n";
   return s.str() + notes.str();
 }
 

@@ -3,6 +3,7 @@
 native with a count, the native-call watch (through torch.* calls in Python too), shadow mode, the
 summary — and bad files reported per op while the rest loads. tests/backends/python holds the kernels."""
 import os
+import re
 import sys
 import time
 import unittest
@@ -110,6 +111,16 @@ class PythonKernels(TempDirTest):
         r, s = self.route(code)
         self.assertEqual((r.returncode, r.stdout), (0, native.stdout), r.stderr)
         self.assertEqual(summary_row(s, "aten::relu")["routed"], "3")
+        self.assertIn("s importing their files and in Triton's compiler", s)
+
+    def test_the_summary_says_what_imports_and_compiles_took(self):
+        # The stand-in Triton kernel "compiles" 0.2 s on each new shape: the routing summary counts both.
+        code = "import torch\nfor n in (5, 6, 6):\n    torch.relu(torch.randn(n))\n"
+        r, s = self.route(code, backend=COMPILE_LISTENER)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(summary_row(s, "aten::relu")["routed"], "3", s)
+        seconds = float(re.search(r"Python kernels: ([0-9.]+) s importing", s).group(1))
+        self.assertGreaterEqual(seconds, 0.4, s)
 
     def test_a_mixed_folder_and_a_python_kernel_in_a_program_without_the_op(self):
         # One folder mixing kinds across ops: a C++ kernel next to a Python one; a folder holding both is refused.
