@@ -120,7 +120,7 @@ class PythonKernels(TempDirTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(summary_row(s, "aten::relu")["routed"], "3", s)
         seconds = float(re.search(r"Python kernels: ([0-9.]+) s importing", s).group(1))
-        self.assertGreaterEqual(seconds, 0.4, s)
+        self.assertGreaterEqual(seconds, 0.399, s)
 
     def test_a_mixed_folder_and_a_python_kernel_in_a_program_without_the_op(self):
         # One folder mixing kinds across ops: a C++ kernel next to a Python one; a folder holding both is refused.
@@ -268,8 +268,9 @@ class ReplayOfPythonKernels(ReplayOfProgram):
         self.assertEqual(len(cases), 2, r.stdout[-2000:] + r.stderr[-2000:])
         for c in cases:
             self.assertEqual(c["status"], "passed", c)
-            self.assertGreaterEqual(c["spent"].get("kernel import and compile", 0), 0.2, c)
-            self.assertLess(c["spent"].get("kernel runs", 0), 0.2, c)
+            # (0.2 s from Triton's microseconds, less a rounding of the sum)
+            self.assertGreaterEqual(c["spent"].get("kernel import and compile", 0), 0.199, c)
+            self.assertLess(c["spent"].get("kernel runs", 0), 0.1, c)
 
 
 class ReplayOfLoadInline(ReplayOfProgram):
