@@ -32,6 +32,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "bb/kernel.h"
 #include "policy/policy.h"
@@ -263,6 +264,20 @@ ArgSet& arguments(State& s, const json& m) {
   ArgSet& set = set_of(s, m);
   if (m.contains("fill")) fill(s, set, m.at("fill"));
   return set;
+}
+
+// The bytes of a set's storages (its arguments' and its runs' results'), each storage once.
+uint64_t set_bytes(const ArgSet& set) {
+  std::set<const void*> seen;
+  uint64_t bytes = 0;
+  auto add = [&](const Values& values) {
+    for (const at::Tensor& t : wire::tensors_in(values))
+      if (t.defined() && t.has_storage() && seen.insert(t.storage().unsafeGetStorageImpl()).second)
+        bytes += t.storage().nbytes();
+  };
+  add(set.args);
+  for (const Called& c : set.runs) add(c.results);
+  return bytes;
 }
 
 // The byte ranges of the results' elements (address, bytes; the first 64 tensors'), for the reference to
@@ -555,8 +570,22 @@ json case_end(State& s) {
 }
 
 json answer(State& s, const json& m, int fd, bool* replied) {
-  if (const auto f = m.find("free"); f != m.end())  // (sets the reference released since its last request)
-    for (int64_t id : f->get<std::vector<int64_t>>()) s.sets.erase(id);
+  if (const auto f = m.find("free"); f != m.end()) {  // (sets the reference released since its last request)
+    uint64_t freed = 0;
+    for (int64_t id : f->get<std::vector<int64_t>>())
+      if (auto it = s.sets.find(id); it != s.sets.end()) {
+        freed += set_bytes(it->second);
+        s.sets.erase(it);
+      }
+    // A large set's memory goes back to the device at once, not into this process's cache: the reference
+    // shares the device, and between a large case's timed pairs it makes the next pair's copies and reads
+    // this pair's values back while a set freed here would sit cached (the 1B trace's _foreach_ lists, 4.6
+    // GiB a set, ran an H100 out of memory in the reference, 2026-12-07).
+    if (freed >= kLargeCase && s.run.device.is_cuda()) {
+      Spent spent(phase::kMemory);
+      release_device_cache(s.run.device);
+    }
+  }
   const std::string cmd = m.at("cmd");
   if (cmd == "bind") return bind(s, m);
   if (cmd == "run") return run(s, m);

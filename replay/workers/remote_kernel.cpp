@@ -481,7 +481,15 @@ void KernelProcess::ensure_buffer(uint64_t bytes) {
   const uint64_t want = std::max<uint64_t>(bytes + std::min<uint64_t>(bytes >> 2, uint64_t{256} << 20),
                                            uint64_t{64} << 20);
   std::string handle;
-  if (std::string why = ipc_create(device_.has_index() ? device_.index() : 0, want, &buffer_, &handle); !why.empty())
+  const int device = device_.has_index() ? device_.index() : 0;
+  std::string why = ipc_create(device, want, &buffer_, &handle);
+  if (!why.empty() && why.find("out of memory") != std::string::npos) {
+    // (the buffer is cudaMalloc'd, beside torch's caching allocator: what that holds free in this process
+    // is given back first, then once more; the 1B trace's lerp_ list case failed here on an H100)
+    release_device_cache(device_);
+    why = ipc_create(device, want, &buffer_, &handle);
+  }
+  if (!why.empty())
     throw std::runtime_error("bbreplay could not make a buffer shared with the kernel's process: " + why);
   const json r = ask({{"cmd", "buffer"}, {"handle", handle}, {"bytes", want}});
   if (r.contains("error")) throw std::runtime_error("the kernel's process could not open bbreplay's buffer: " +
