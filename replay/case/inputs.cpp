@@ -405,10 +405,7 @@ bool variant_applies(const BoundCall& bound, const std::string& variant) {
   return true;
 }
 
-namespace {
-
-// Adds the storage of every tensor in `v` not seen before.
-void add_storages(const c10::IValue& v, std::set<const void*>& seen, uint64_t& bytes) {
+void add_storage_bytes(const c10::IValue& v, std::set<const void*>& seen, uint64_t& bytes) {
   auto add = [&](const at::Tensor& t) {
     if (!t.defined() || !t.has_storage() || !seen.insert(t.storage().unsafeGetStorageImpl()).second) return;
     if (__builtin_add_overflow(bytes, static_cast<uint64_t>(t.storage().nbytes()), &bytes)) bytes = UINT64_MAX;
@@ -417,12 +414,10 @@ void add_storages(const c10::IValue& v, std::set<const void*>& seen, uint64_t& b
   else if (v.isTensorList())
     for (const auto& t : v.toTensorVector()) add(t);
   else if (v.isList())
-    for (const auto& x : v.toListRef()) add_storages(x, seen, bytes);
+    for (const auto& x : v.toListRef()) add_storage_bytes(x, seen, bytes);
   else if (v.isTuple())
-    for (const auto& x : v.toTupleRef().elements()) add_storages(x, seen, bytes);
+    for (const auto& x : v.toTupleRef().elements()) add_storage_bytes(x, seen, bytes);
 }
-
-}  // namespace
 
 std::optional<uint64_t> case_bytes(const BoundCall& call, const std::string& variant) {
   std::vector<c10::IValue> values;
@@ -435,7 +430,7 @@ std::optional<uint64_t> case_bytes(const BoundCall& call, const std::string& var
   uint64_t inputs = 0, largest = 0;
   for (const auto& v : values) {
     uint64_t one = 0;
-    add_storages(v, seen, one);
+    add_storage_bytes(v, seen, one);
     largest = std::max(largest, one);
     if (__builtin_add_overflow(inputs, one, &inputs)) inputs = UINT64_MAX;
   }
@@ -443,7 +438,7 @@ std::optional<uint64_t> case_bytes(const BoundCall& call, const std::string& var
   try {  // an op such as empty or expand makes large results from small inputs
     torch::jit::Stack stack(values.begin(), values.end());
     call.op.callBoxed(&stack);
-    for (const auto& v : stack) add_storages(v, seen, results);
+    for (const auto& v : stack) add_storage_bytes(v, seen, results);
   } catch (const std::exception&) {
     // No meta kernel (many ops have theirs only in Python: relu here) or native rejects the call: as
     // large as the largest input, as elementwise ops and most others make theirs.

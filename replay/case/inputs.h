@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ std::string unrebuildable(const BoundCall& call);
 // tensor to change, special-values and large-values a floating-point one; empty, scalar and odd-size need tensors of
 // one shape, so that the call stays valid).
 bool variant_applies(const BoundCall& call, const std::string& variant);
+
+// Adds to `bytes` the storage of every tensor in `v` (lists and tuples included) that is not in `seen`
+// yet, and puts it there: each storage counted once over several calls. Saturates at UINT64_MAX.
+void add_storage_bytes(const c10::IValue& v, std::set<const void*>& seen, uint64_t& bytes);
 
 // The bytes a case's values take: its inputs' storages, each counted once, and its results' where
 // native's meta kernel can say what they are (results sharing an input's storage count nothing more;

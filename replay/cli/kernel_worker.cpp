@@ -40,6 +40,7 @@
 #include "replay/cli/bbreplay_app.h"
 #include "replay/case/cache_evict.h"
 #include "replay/case/case_steps.h"
+#include "replay/case/inputs.h"
 #include "replay/timing/cupti_call_timer.h"
 #include "replay/timing/ipc_buffer.h"
 #include "replay/workers/memory.h"
@@ -270,13 +271,9 @@ ArgSet& arguments(State& s, const json& m) {
 uint64_t set_bytes(const ArgSet& set) {
   std::set<const void*> seen;
   uint64_t bytes = 0;
-  auto add = [&](const Values& values) {
-    for (const at::Tensor& t : wire::tensors_in(values))
-      if (t.defined() && t.has_storage() && seen.insert(t.storage().unsafeGetStorageImpl()).second)
-        bytes += t.storage().nbytes();
-  };
-  add(set.args);
-  for (const Called& c : set.runs) add(c.results);
+  for (const c10::IValue& v : set.args) add_storage_bytes(v, seen, bytes);
+  for (const Called& c : set.runs)
+    for (const c10::IValue& v : c.results) add_storage_bytes(v, seen, bytes);
   return bytes;
 }
 
