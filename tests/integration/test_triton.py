@@ -4,7 +4,8 @@ BackendBench's CUDA form (a .cpp/.cu pair built by load_inline, tests/backends/b
 
 On a CUDA machine: bbreplay checks and times the sample on the trace of a small training program
 (float32 and bfloat16) and every case passes or is declined; every Python cheat is flagged by name
-(the side-stream one escaping-work); the preload routes the same program to the sample with native's
+(the side-stream one escaping-work); a kernel Triton's compiler refuses fails its cases with the compiler's
+message; the preload routes the same program to the sample with native's
 losses; the load_inline pair passes bbreplay's checks, is timed, and is routed to in a CUDA program.
 On every machine (CPU too): each kernel's Triton code runs under Triton's interpreter
 (TRITON_INTERPRET=1, in a process of its own) on small CPU tensors against torch and native's
@@ -25,6 +26,7 @@ from support import (BUILD, PYTHON, ROOT, CudaBroken, ReplayOfProgram, TempDirTe
 SAMPLE = ROOT / "backends" / "triton_example"
 CHEATS = ROOT / "tests" / "cheats" / "python"
 SIDE_STREAM = CHEATS / "side_stream"
+COMPILE_ERROR = ROOT / "tests" / "backends" / "triton_compile_error"  # tl.arange(0, 1000): refused by Triton
 CUDA_PAIR = ROOT / "tests" / "backends" / "backendbench_cu"
 EXTENSIONS = BUILD / "torch-extensions"  # torch's load_inline builds (TORCH_EXTENSIONS_DIR)
 BRIDGE = BUILD / "lib" / "libbbshim_python.so"
@@ -128,6 +130,21 @@ class ReplayOfTheSample(ReplayOfProgram):
             else:
                 self.assertEqual(c["status"], "skipped", c)
                 self.assertIn("declined: CUDA float32 only", c["message"], c)
+        self.assertIsNone({o["op"]: o for o in data["ops"]}["aten::relu"]["speedup_geomean"])
+
+    def test_a_kernel_triton_cannot_compile_fails_its_cases_with_the_compilers_message(self):
+        # The file imports; Triton's front end refuses the kernel at its first launch, inside the case.
+        data, r = self.replay("--backend", COMPILE_ERROR, "--ops", "aten::relu", "--device", "cuda",
+                              "--repetitions", "6", "--variants", "traced", timeout=900)
+        out = r.stdout[-3000:] + r.stderr[-3000:]
+        self.assertEqual(r.returncode, 1, out)
+        cases = [c for c in data["cases"] if c["op"] == "aten::relu"]
+        self.assertTrue(cases, out)
+        for c in cases:
+            self.assertEqual(c["status"], "failed", c)
+            self.assertEqual(c["flags"], [], c)  # a wrong kernel, not a cheat
+            self.assertIn("CompilationError", c["message"], c)
+            self.assertIn("power of 2", c["message"], c)  # the compiler's own words
         self.assertIsNone({o["op"]: o for o in data["ops"]}["aten::relu"]["speedup_geomean"])
 
 
