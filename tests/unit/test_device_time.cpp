@@ -126,6 +126,25 @@ TEST_CASE("launches of calls sampled timing did not follow are counted as such, 
   CHECK(c.by_signature().empty());
 }
 
+TEST_CASE("a launch a window opened around is an untracked launch, and a close never waits for its record") {
+  Collector c;
+  c.begin(kT0);
+  const uint64_t call = make_external_id(3, 1);
+  c.add_external(50, kOpeningLaunch);  // recorded: its entry saw the records off, its kernel ran with them on
+  c.add_external(51, kOpeningLaunch);  // not recorded: launched before the records went on
+  c.add_external(52, call);
+  CHECK(c.unmatched_links(0, 60) == 1);  // only the call's launch is waited for
+  c.add_activity(kernel(50, kT0 + 10, 300, "sm80_xmma_gemm"), kT0 + 1'000'000);
+  c.add_activity(kernel(52, kT0 + 400, 200), kT0 + 1'000'000);
+  CHECK(c.unmatched_links(0, 60) == 0);
+  c.end_round(true);
+  const Health h = c.health();
+  CHECK(h.untracked_launches == 1);
+  CHECK(h.unattributed == 0);
+  CHECK(h.calls_timed == 1);  // the call's own launch, whole
+  CHECK(c.by_signature().at(3).per_call.count() == 1);
+}
+
 TEST_CASE("unfinished records from a forced flush are dropped and counted; final settles everything") {
   Collector c;
   c.begin(kT0);

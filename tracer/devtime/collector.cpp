@@ -201,7 +201,8 @@ void Collector::attribute(const DeviceActivity& a, uint64_t external) {
   ++health_.activities;
   if (external == kUntrackedCall || (external & kBetweenWindows)) {
     ++health_.untracked_launches;
-    if (external != kUntrackedCall) keep_activity(a, external);  // an op's work all the same
+    if (external != kUntrackedCall && external != kOpeningLaunch)
+      keep_activity(a, external);  // an op's work all the same
     return;
   }
   if (incomplete_.count(external)) return;
@@ -247,7 +248,7 @@ size_t Collector::unmatched_links(uint32_t after, uint32_t upto) const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (const auto& [correlation, l] : links_)
-    if (!l.matched && correlation > after && correlation <= upto) ++n;
+    if (!l.matched && l.external != kOpeningLaunch && correlation > after && correlation <= upto) ++n;
   return n;
 }
 

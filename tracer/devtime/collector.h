@@ -37,6 +37,12 @@ inline uint32_t signature_of(uint64_t external) { return static_cast<uint32_t>(e
 // Sampled timing: the id of every launch made inside an op call that began between windows and so was
 // not followed (no id of its own); its records are left out and counted (Health::untracked_launches).
 inline constexpr uint64_t kUntrackedCall = make_external_id(kNoSignature, 0);  // real calls' serials start at 1
+// Sampled timing: a launch made inside an op call whose entry callback saw the records off, and which
+// found them on when it returned: a window opened while it was being made (the records go on after the
+// link flag, so its kernel may have been recorded without a link). Left out and counted with the
+// untracked launches, never taken for device work outside any op; it may have no record at all, so a
+// window's close never waits for one.
+inline constexpr uint64_t kOpeningLaunch = kUntrackedCall | kBetweenWindows;
 
 enum class ActivityKind : uint8_t { Kernel, Memcpy, Memset };
 

@@ -210,6 +210,25 @@ void CUPTIAPI on_buffer_complete(CUcontext ctx, uint32_t stream, uint8_t* buffer
   give_back(buffer, size);
 }
 
+// A launch's link to the call it belongs to, batched per thread (`last`: it is the latest launch linked,
+// whose id a window's close waits for).
+static void link_launch(ThreadOps& ops, Collector& sink, uint32_t correlation, uint64_t external, bool last) {
+  if (!ops.batch) {
+    ops.batch = std::make_shared<LinkBatch>();
+    ops.batch->links.reserve(kBatch);
+    std::lock_guard<std::mutex> lock(g_batches_mu);
+    g_batches->push_back(ops.batch);
+  }
+  std::vector<std::pair<uint32_t, uint64_t>> full;
+  {
+    std::lock_guard<std::mutex> lock(ops.batch->mu);
+    ops.batch->links.emplace_back(correlation, external);
+    if (last) g_last_linked.store(correlation, std::memory_order_relaxed);
+    if (ops.batch->links.size() >= kBatch) full.swap(ops.batch->links);
+  }
+  if (!full.empty()) hand_over(sink, full);
+}
+
 // Callback mode: a launch on this thread is tagged with the innermost op's id, at the call itself.
 // CUPTI calls these from C: nothing may escape them (an error loses records, never the program).
 void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) noexcept
@@ -234,31 +253,24 @@ void CUPTIAPI on_launch(void* timeline, CUpti_CallbackDomain domain, CUpti_Callb
   if (cb->callbackSite == CUPTI_API_ENTER) {
     if (runtime) ops.in_runtime = g_attach_generation.load(std::memory_order_relaxed);
     ops.api_start = 0;
+    ops.entered_recording = recording ? cb->correlationId : 0;
     if (!recording) return;  // between sampled windows
     const int d = ops.depth;
     uint64_t external = d > 0 && d <= kMaxDepth ? ops.external[d - 1] : 0;
     if (d == 0)  // inside an op call sampled timing did not follow (it began between windows)?
       if (bool (*inside)() = g_inside_op.load(std::memory_order_relaxed); inside && inside()) external = kUntrackedCall;
-    if (external != 0) {
-      if (!ops.batch) {
-        ops.batch = std::make_shared<LinkBatch>();
-        ops.batch->links.reserve(kBatch);
-        std::lock_guard<std::mutex> lock(g_batches_mu);
-        g_batches->push_back(ops.batch);
-      }
-      std::vector<std::pair<uint32_t, uint64_t>> full;
-      {
-        std::lock_guard<std::mutex> lock(ops.batch->mu);
-        ops.batch->links.emplace_back(cb->correlationId, external);
-        g_last_linked.store(cb->correlationId, std::memory_order_relaxed);
-        if (ops.batch->links.size() >= kBatch) full.swap(ops.batch->links);
-      }
-      if (!full.empty()) hand_over(*sink, full);
-    }
+    if (external != 0) link_launch(ops, *sink, cb->correlationId, external, true);
     if (timeline) g_fns.getTimestamp(&ops.api_start);
     return;
   }
   if (runtime) ops.in_runtime = 0;
+  // A window opened while this launch was being made (its entry saw the records off, or came before
+  // CUPTI was attached again): its kernel may have been recorded with no link. Inside an op call it is
+  // an op's launch cut by the window's opening, not work outside any op.
+  if (recording && ops.entered_recording != cb->correlationId) {
+    bool (*inside)() = g_inside_op.load(std::memory_order_relaxed);
+    if (ops.depth > 0 || (inside && inside())) link_launch(ops, *sink, cb->correlationId, kOpeningLaunch, false);
+  }
   if (timeline && recording && ops.api_start) {
     ApiCall c;
     c.correlation = cb->correlationId;

@@ -146,6 +146,9 @@ struct ThreadOps {
     return in_runtime != 0 && in_runtime == g_attach_generation.load(std::memory_order_relaxed);
   }
   uint64_t api_start = 0;
+  // The correlation id of the launch whose entry this thread last saw with the records on (0: off): a
+  // launch that returns with them on and another id here began before a window opened (kOpeningLaunch).
+  uint32_t entered_recording = 0;
   std::shared_ptr<LinkBatch> batch;
 };
 extern thread_local ThreadOps t_ops;
