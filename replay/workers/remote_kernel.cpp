@@ -624,10 +624,12 @@ std::string KernelProcess::sample(const json& returned) {
   return absent_pages(pid_, spans);
 }
 
-// `in_buffer`: device groups are views of the shared buffer where the kernel's process packed them, not
-// copies: valid until the buffer is next written (the next request), for a comparison made at once.
-RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described, bool results_only,
-                                  bool in_buffer) {
+// Placed::kInBuffer: device groups are views of the shared buffer where the kernel's process packed
+// them, not copies: valid until the buffer is next written (the next request), for a comparison made at
+// once. Placed::kArgsInBuffer: so are the groups that hold no result (a timed run's arguments, read
+// for mutation and aliasing within the pair; a copy of them was one more copy of a case's values here,
+// and the 1B trace's _foreach_sqrt ran out of an H100's memory by 64 MiB, 2026-12-07).
+RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described, bool results_only, Placed placed) {
   Spent spent(phase::kTransfer);
   const bool pack = !device_.is_cpu();
   json request = {{"cmd", "describe"}, {"id", id}, {"pack", pack}, {"run", run}};
@@ -655,11 +657,22 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
     gone(std::string("its description of the values was malformed: ") + e.what());
   }
   std::vector<Group> groups = groups_of(metas);
+  std::vector<bool> holds_result(groups.size(), placed == Placed::kCopies);
+  if (placed == Placed::kArgsInBuffer) {
+    try {
+      for (const size_t k : wire::tensor_refs(d.at("results")))
+        if (k < metas.size() && metas[k].defined)
+          if (const Group* g = group_of(groups, metas[k])) holds_result[g - groups.data()] = true;
+    } catch (const std::exception& e) {
+      gone(std::string("its description of the values was malformed: ") + e.what());
+    }
+  }
   uint64_t total = 0;
   for (const auto& g : groups) total += g.hi - g.lo;
   if (total > read_limit_) gone("it described " + std::to_string(total) + " bytes of values, more than the case can hold");
   r.storage_bytes = total;
-  for (Group& g : groups) {
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& g = groups[gi];
     // (host groups zeroed: a read that fails part way leaves no stale bytes; device groups are copied whole)
     const auto bytes = at::TensorOptions().dtype(at::kByte);
     if (g.device.is_cpu()) g.bytes = at::zeros({static_cast<int64_t>(g.hi - g.lo)}, bytes);
@@ -676,7 +689,7 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
         const at::Tensor packed = at::from_blob(static_cast<char*>(buffer_.ptr) + from,
                                                 {static_cast<int64_t>(g.hi - g.lo)},
                                                 at::TensorOptions().dtype(at::kByte).device(device_));
-        g.bytes = in_buffer ? packed : packed.clone();
+        g.bytes = placed == Placed::kInBuffer || !holds_result[gi] ? packed : packed.clone();
         copied = true;
         break;
       }
@@ -742,9 +755,10 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
   return r;
 }
 
-RemoteRun KernelProcess::finish(int64_t id, const json& reply, const std::string& sampled) {
+RemoteRun KernelProcess::finish(int64_t id, const json& reply, const std::string& sampled, Placed placed) {
   if (!reply.contains("run") || !reply["run"].is_number_integer()) gone("it did not say which run it made");
-  RemoteRun r = replicas(id, reply["run"].get<int64_t>(), reply.contains("described") ? &reply["described"] : nullptr);
+  RemoteRun r = replicas(id, reply["run"].get<int64_t>(), reply.contains("described") ? &reply["described"] : nullptr,
+                         false, placed);
   if (!sampled.empty() && r.escaped.empty()) r.escaped = sampled;
   r.called.native_call = reply.value("native_call", "");
   r.called.allowed_aten = reply.value("allowed_aten", std::vector<std::string>{});
@@ -778,7 +792,7 @@ RemoteRun KernelProcess::run_timed(int64_t id, const RemoteRun* reread_after) {
     throw_kernel_exception(reply);
     if (reread_after && reply.contains("also"))  // (ask() dropped any earlier one)
       prefetched_.emplace(std::make_pair(reread_after->id, reread_after->run), std::move(reply["also"]));
-    RemoteRun r = finish(id, reply, "");
+    RemoteRun r = finish(id, reply, "", Placed::kArgsInBuffer);
     r.us = reply.value("device_us", 0.0);
     r.events_us = reply.value("events_us", 0.0);
     r.activities = reply.value("activities", 0);
@@ -859,9 +873,9 @@ RemoteRun KernelProcess::reread(const RemoteRun& earlier, bool in_buffer) {
   if (prefetched_ && prefetched_->first == std::make_pair(earlier.id, earlier.run)) {
     const json described = std::move(prefetched_->second);
     prefetched_.reset();
-    return replicas(earlier.id, earlier.run, &described, true, in_buffer);
+    return replicas(earlier.id, earlier.run, &described, true, in_buffer ? Placed::kInBuffer : Placed::kCopies);
   }
-  return replicas(earlier.id, earlier.run, nullptr, true, in_buffer);
+  return replicas(earlier.id, earlier.run, nullptr, true, in_buffer ? Placed::kInBuffer : Placed::kCopies);
 }
 
 bool KernelProcess::results_unchanged(const RemoteRun& earlier) {

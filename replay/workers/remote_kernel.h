@@ -107,7 +107,9 @@ class KernelProcess {
   // call in this process.
   RemoteRun run(int64_t id, uint8_t poison = 0);
   // A timed run (host clock or CUPTI, by device). CUDA: `reread_after`, an earlier run, is described in the
-  // same answer as it is after this run, for the next reread() of it (no round trip of its own).
+  // same answer as it is after this run, for the next reread() of it (no round trip of its own). On a
+  // device its `args` are views of the shared buffer (kArgsInBuffer), valid until the next request: read
+  // them before asking anything else of the kernel's process.
   RemoteRun run_timed(int64_t id, const RemoteRun* reread_after = nullptr);
   // (one host-timed run, dry or not: the kernel's answers, and the outside clocks)
   struct HostRun {
@@ -150,9 +152,12 @@ class KernelProcess {
   char* inbox(uint64_t bytes);
   wire::json stage(const Values& inputs);
   wire::json about(int64_t id, wire::json request);
-  RemoteRun finish(int64_t id, const wire::json& reply, const std::string& sampled);
+  // Where a replica's device bytes live: copied here; copied for the groups of memory that hold a result
+  // and left in the shared buffer for the others (arguments only); all left in the buffer.
+  enum class Placed { kCopies, kArgsInBuffer, kInBuffer };
+  RemoteRun finish(int64_t id, const wire::json& reply, const std::string& sampled, Placed placed = Placed::kCopies);
   RemoteRun replicas(int64_t id, int64_t run, const wire::json* described, bool results_only = false,
-                      bool in_buffer = false);
+                     Placed placed = Placed::kCopies);
   std::string sample(const wire::json& returned);
   void ensure_buffer(uint64_t bytes);
   void stop();

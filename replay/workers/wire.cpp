@@ -213,6 +213,22 @@ Values decode(const json& values, const std::function<at::Tensor(const json&)>& 
   }
 }
 
+std::vector<size_t> tensor_refs(const json& values) {
+  std::vector<size_t> out;
+  const std::function<void(const json&)> visit = [&](const json& j) {
+    const std::string k = j.at("k");
+    if (k == "tensor") out.push_back(j.at("t").get<size_t>());
+    else if (k == "list")
+      for (const auto& x : j.at("items")) visit(x);
+  };
+  try {
+    for (const auto& j : values) visit(j);
+  } catch (const json::exception& e) {
+    throw std::runtime_error(std::string("malformed values: ") + e.what());
+  }
+  return out;
+}
+
 std::vector<at::Tensor> tensors_in(const Values& values) {
   std::vector<at::Tensor> out;
   for (const auto& v : values) collect(v, out);

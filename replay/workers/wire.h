@@ -58,4 +58,8 @@ Values decode(const json& values, const std::function<at::Tensor(const json&)>& 
 // undefined ones included, as undefined tensors).
 std::vector<at::Tensor> tensors_in(const Values& values);
 
+// The tensor references (what `tensor` of decode() is given: here, numbers) in encoded `values`, in
+// the order decode() visits them. Throws std::runtime_error on anything malformed.
+std::vector<size_t> tensor_refs(const json& values);
+
 }  // namespace bb::replay::wire

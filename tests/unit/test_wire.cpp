@@ -100,6 +100,23 @@ TEST_CASE("malformed values and metadata are refused, not trusted") {
   CHECK_THROWS(wire::decode(json::array({{{"k", "tensor"}, {"t", bad}}}), tensor));
 }
 
+TEST_CASE("tensor_refs: the tensor references of encoded values, in decode()'s order, lists included") {
+  std::vector<at::Tensor> list = {at::ones({1}), at::ones({2})};
+  const wire::Values v = {at::ones({3}), int64_t{4}, list, c10::IValue(), at::ones({5})};
+  int64_t next = 0;
+  const json j = wire::encode(v, [&](const at::Tensor&) { return json(10 + next++); });
+  CHECK(wire::tensor_refs(j) == std::vector<size_t>{10, 11, 12, 13});
+  // (what decode() is given for each tensor, in the same order)
+  std::vector<size_t> seen;
+  wire::decode(j, [&](const json& t) {
+    seen.push_back(t.get<size_t>());
+    return at::ones({1});
+  });
+  CHECK(seen == wire::tensor_refs(j));
+  CHECK_THROWS(wire::tensor_refs(json::parse(R"([{"k": "tensor"}])")));
+  CHECK_THROWS(wire::tensor_refs(json::parse(R"([{"k": "tensor", "t": "a"}])")));
+}
+
 TEST_CASE("messages are framed; a closed channel and an oversized message are told apart") {
   int sv[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
