@@ -216,10 +216,20 @@ class Interleaved {
   // One pair of runs on an input set of its own; the kernel's results checked against native's and for
   // input mutation, aliasing, reused buffers and escaped work (all outside the timed region).
   Finding pair(int rep, bool native_first) {
+    // A large case's previous pair (its inputs, native's copies and results, the kernel's results read
+    // back) sits in this process's cache, which the kernel's process, on the same device, cannot have:
+    // given back before the kernel's next argument set is made there. (Without it the 1B trace's
+    // _foreach_sqrt, 4.6 GiB a value set, ran an H100 out of memory in the kernel's process, 44.56 MiB
+    // free, 2026-12-07 and 2026-12-08.) Some milliseconds a pair, for cases of a GiB or more.
+    if (large_) {
+      Spent spent(phase::kMemory);
+      release_device_cache(o_.device);
+    }
     // (seeds 7919·k apart from the checks' own; warm-ups are rep -2 and -1)
     const auto made = Clock::now();
     const Values inputs = inputs_for(c_.bound, c_.variant, o_, o_.seed + 7919 * static_cast<uint64_t>(rep + 3));
     making_inputs_ += seconds_since(made);
+    large_ = large_ || (o_.device.is_cuda() && result_bytes(inputs) >= static_cast<double>(kLargeCase));
     const std::string phase = rep < 0 ? "a warm-up run" : "timed repetition " + std::to_string(rep + 1);
     Ran expected;
     RemoteRun got;
@@ -401,6 +411,7 @@ class Interleaved {
   std::optional<RemoteRun> last_;   // the kernel's run of the previous pair (its results still held there)
   std::vector<bool> native_wrote_;  // per argument: native changed it in some run, although the schema does not say so
   double making_inputs_ = 0;
+  bool large_ = false;  // a CUDA case whose inputs are kLargeCase or more: caches given back between pairs
   bool no_device_work_ = false;
   bool confirmed_clean_ = false;  // the outside clocks agreed on a later set of runs (confirm_clocks)
   int confirmations_ = 0;         // later sets of runs the outside clocks were judged on
