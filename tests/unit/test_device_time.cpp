@@ -145,6 +145,26 @@ TEST_CASE("a launch a window opened around is an untracked launch, and a close n
   CHECK(c.by_signature().at(3).per_call.count() == 1);
 }
 
+TEST_CASE("after CUPTI comes back, a record below every id linked since is a launch under way, not outside ops") {
+  Collector c;
+  c.begin(kT0);
+  c.add_activity(kernel(5, kT0 + 10, 100, "before_any_op"), kT0 + 1'000'000);  // first session: no rule
+  c.forget_correlations();  // (sampled timing attaches CUPTI again)
+  CHECK(c.health().unattributed == 1);
+  const uint64_t call = make_external_id(6, 1);
+  c.add_activity(kernel(7, kT0 + 200, 300, "sm80_xmma_gemm"), kT0 + 1'000'000);  // no entry callback
+  c.add_external(9, call);
+  c.add_activity(kernel(9, kT0 + 600, 200), kT0 + 1'000'000);
+  c.add_activity(kernel(12, kT0 + 900, 50, "after_the_first_link"), kT0 + 1'000'000);  // truly unlinked
+  c.end_round(true);
+  const Health h = c.health();
+  CHECK(h.untracked_launches == 1);
+  CHECK(h.unattributed == 2);
+  CHECK(h.unattributed_names.count("sm80_xmma_gemm") == 0);
+  CHECK(h.unattributed_names.at("after_the_first_link") == 1);
+  CHECK(c.by_signature().at(6).per_call.count() == 1);
+}
+
 TEST_CASE("unfinished records from a forced flush are dropped and counted; final settles everything") {
   Collector c;
   c.begin(kT0);

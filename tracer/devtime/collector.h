@@ -159,6 +159,9 @@ class Collector {
   // CUPTI is about to be attached again after a detach (which came after every record of the last
   // window was collected): its correlation ids may start over, so no launch link or early record of
   // before may meet a new one. Links left are dropped; records left without a link are unattributed.
+  // From then on, a record without a link whose correlation id is below every id linked since is a
+  // launch that was under way as CUPTI came back (its entry callback never ran): an untracked launch,
+  // like kOpeningLaunch, not work outside any op.
   void forget_correlations();
   // While held, rounds do not end (short of a final one): sampled timing looks for a window's
   // records many times in a row, and no call may become final between two looks.
@@ -195,6 +198,7 @@ class Collector {
   void link(uint32_t correlation, uint64_t external);          // mu_ held
   void attribute(const DeviceActivity& a, uint64_t external);  // mu_ held
   void unattributed(const DeviceActivity& a);                  // mu_ held
+  void unlinked(const DeviceActivity& a);                      // mu_ held: no link ever came
   // mu_ held: part of this call's work is not recorded (a record came back unfinished, or it runs at the end).
   void leave_out(uint64_t external);
   void wait_for_link(DeviceActivity a);  // mu_ held: a record that came before its launch's link
@@ -209,6 +213,8 @@ class Collector {
   uint64_t round_ = 0;
   bool held_ = false;
   std::unordered_map<uint32_t, Link> links_;  // correlation -> external id
+  bool reattached_ = false;  // forget_correlations() was called: CUPTI came back (sampled timing)
+  uint32_t first_link_ = 0;  // the lowest correlation id linked since (0: none yet)
   struct Waiting {
     uint64_t round;
     std::vector<DeviceActivity> activities;
