@@ -128,6 +128,7 @@ class Interleaved {
       : c_(c), o_(c.options), timer_(timer), r_(r) {
     generated_.kernel = true;
     generated_.runs.push_back(first);
+    large_ = o_.device.is_cuda() && first.storage_bytes >= kLargeCase;  // (its arguments' and results' storages)
   }
 
   // Two warm-up pairs (first-call costs are not the kernel's), then the timed pairs.
@@ -229,7 +230,6 @@ class Interleaved {
     const auto made = Clock::now();
     const Values inputs = inputs_for(c_.bound, c_.variant, o_, o_.seed + 7919 * static_cast<uint64_t>(rep + 3));
     making_inputs_ += seconds_since(made);
-    large_ = large_ || (o_.device.is_cuda() && result_bytes(inputs) >= static_cast<double>(kLargeCase));
     const std::string phase = rep < 0 ? "a warm-up run" : "timed repetition " + std::to_string(rep + 1);
     Ran expected;
     RemoteRun got;
@@ -411,7 +411,7 @@ class Interleaved {
   std::optional<RemoteRun> last_;   // the kernel's run of the previous pair (its results still held there)
   std::vector<bool> native_wrote_;  // per argument: native changed it in some run, although the schema does not say so
   double making_inputs_ = 0;
-  bool large_ = false;  // a CUDA case whose inputs are kLargeCase or more: caches given back between pairs
+  bool large_ = false;  // a CUDA case whose values are kLargeCase or more: caches given back between pairs
   bool no_device_work_ = false;
   bool confirmed_clean_ = false;  // the outside clocks agreed on a later set of runs (confirm_clocks)
   int confirmations_ = 0;         // later sets of runs the outside clocks were judged on
