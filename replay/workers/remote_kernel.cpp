@@ -627,8 +627,8 @@ std::string KernelProcess::sample(const json& returned) {
 // Placed::kInBuffer: device groups are views of the shared buffer where the kernel's process packed
 // them, not copies: valid until the buffer is next written (the next request), for a comparison made at
 // once. Placed::kArgsInBuffer: so are the groups that hold no result (a timed run's arguments, read
-// for mutation and aliasing within the pair; a copy of them was one more copy of a case's values here,
-// and the 1B trace's _foreach_sqrt ran out of an H100's memory by 64 MiB, 2026-12-07).
+// for mutation and aliasing within the pair): a copy of them was one more copy of a case's values in
+// this process, which shares the device with the kernel's.
 RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described, bool results_only, Placed placed) {
   Spent spent(phase::kTransfer);
   const bool pack = !device_.is_cpu();
