@@ -237,12 +237,9 @@ void Collector::unattributed(const DeviceActivity& a) {
 void Collector::unlinked(const DeviceActivity& a) {
   // (seen on an H100 under sampled timing, 2026-12-07 and 2026-12-08: one cuBLAS gemm of some 2,800
   // timed calls with no link, now and then, in a program that launches only inside ops)
-  if (reattached_ && first_link_ != 0 && a.correlation < first_link_) {
-    ++health_.activities;
-    ++health_.untracked_launches;
-    return;
-  }
-  unattributed(a);
+  if (reattached_ && first_link_ != 0 && a.correlation < first_link_) attribute(a, kOpeningLaunch);
+  else
+    unattributed(a);
 }
 
 void Collector::add_dropped(uint64_t n) {
