@@ -657,12 +657,13 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
     gone(std::string("its description of the values was malformed: ") + e.what());
   }
   std::vector<Group> groups = groups_of(metas);
-  std::vector<bool> holds_result(groups.size(), placed == Placed::kCopies);
+  // Per group: copied here, not left in the buffer (kArgsInBuffer: the groups that hold a result).
+  std::vector<bool> copy(groups.size(), placed == Placed::kCopies);
   if (placed == Placed::kArgsInBuffer) {
     try {
       for (const size_t k : wire::tensor_refs(d.at("results")))
         if (k < metas.size() && metas[k].defined)
-          if (const Group* g = group_of(groups, metas[k])) holds_result[g - groups.data()] = true;
+          if (const Group* g = group_of(groups, metas[k])) copy[g - groups.data()] = true;
     } catch (const std::exception& e) {
       gone(std::string("its description of the values was malformed: ") + e.what());
     }
@@ -689,7 +690,7 @@ RemoteRun KernelProcess::replicas(int64_t id, int64_t run, const json* described
         const at::Tensor packed = at::from_blob(static_cast<char*>(buffer_.ptr) + from,
                                                 {static_cast<int64_t>(g.hi - g.lo)},
                                                 at::TensorOptions().dtype(at::kByte).device(device_));
-        g.bytes = placed == Placed::kInBuffer || !holds_result[gi] ? packed : packed.clone();
+        g.bytes = copy[gi] ? packed.clone() : packed;
         copied = true;
         break;
       }
